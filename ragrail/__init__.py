@@ -1,0 +1,1 @@
+"""The ragrail command line: bring the suite up, ingest, search."""

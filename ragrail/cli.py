@@ -1,0 +1,166 @@
+"""The `ragrail` command: bring the suite up, ingest documents, search them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ragrail.client import DEFAULT_URL, GatewayClient, GatewayError, batches, find_documents
+
+app = typer.Typer(help="ragrail: retrieval-augmented generation services with guardrails.",
+                  no_args_is_help=True, add_completion=False)
+console = Console()
+SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "samples" / "corpus"
+SAMPLE_QUESTION = "how do honeybees tell each other where food is?"
+
+GatewayOpt = Annotated[str, typer.Option("--gateway", envvar="RAGRAIL_GATEWAY_URL",
+                                         help="Gateway base URL.")]
+CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def _ingest(client: GatewayClient, paths: list[Path], collection: str) -> tuple[int, int]:
+    files = find_documents(paths)
+    if not files:
+        raise _fail("no supported documents found (txt, md, html, pdf, docx)")
+    client.ensure_collection(collection)
+    docs = chunks = 0
+    with Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("files"), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("ingest", total=len(files))
+        for batch in batches(files):
+            result = client.ingest_files(collection, batch)
+            docs += len(result["documents"])
+            chunks += result["total_chunks"]
+            bar.advance(task, len(batch))
+    return docs, chunks
+
+
+def _print_hits(result: dict) -> None:
+    table = Table(show_lines=False)
+    for col in ("#", "score", "document", "text"):
+        table.add_column(col, overflow="fold")
+    for i, hit in enumerate(result["hits"], start=1):
+        snippet = " ".join(hit["text"].split())[:160]
+        table.add_row(str(i), f"{hit['score']:.4f}", hit["document_name"], snippet)
+    console.print(table)
+    t = result["timings"]
+    console.print(f"[dim]{result['mode']} search in {t['total_ms']:.0f} ms "
+                  f"(embed {t['embed_ms']:.0f} ms, retrieval {t['retrieval_ms']:.0f} ms)[/dim]")
+
+
+@app.command()
+def up(
+    data_dir: Annotated[Path, typer.Option(help="Where data and logs live.")] = Path("data"),
+    sample: Annotated[bool, typer.Option(help="Ingest the sample corpus and run a search.")] = False,
+) -> None:
+    """Start every service and the gateway as local processes; Ctrl-C stops them all."""
+    from ragrail.launcher import Supervisor
+
+    supervisor = Supervisor(data_dir.resolve(), console.print)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        console.print(f"starting {', '.join(c.spec.name for c in supervisor.children)} "
+                      f"(logs in {data_dir / 'logs'}) ...")
+        starting = asyncio.create_task(supervisor.up())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            starting.cancel()
+            return
+        starting.result()
+        gateway = supervisor.child("gateway")
+        for child in supervisor.children:
+            console.print(f"  [green]ready[/green] {child.spec.name:10} {child.url}")
+        console.print(f"API docs: {gateway.url}/docs   health: {gateway.url}/v1/health")
+        if sample:
+            await asyncio.to_thread(_demo, gateway.url)
+        console.print("[bold]ragrail is up.[/bold] Press Ctrl-C to stop.")
+        await supervisor.watch(stop)
+
+    try:
+        asyncio.run(main())
+    except RuntimeError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        console.print("stopping services ...")
+        supervisor.down()
+        console.print("stopped.")
+
+
+def _demo(gateway_url: str) -> None:
+    client = GatewayClient(gateway_url)
+    docs, chunks = _ingest(client, [SAMPLE_CORPUS], "sample")
+    console.print(f"ingested {docs} sample documents ({chunks} chunks) into collection 'sample'")
+    console.print(f"search: [bold]{SAMPLE_QUESTION}[/bold]")
+    _print_hits(client.search(SAMPLE_QUESTION, "sample", top_k=3))
+    console.print(f'try: ragrail search "your question" --collection sample')
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
+    collection: CollectionOpt,
+    gateway: GatewayOpt = DEFAULT_URL,
+) -> None:
+    """Ingest documents (txt, md, html, pdf, docx) into a collection, creating it if needed."""
+    client = GatewayClient(gateway)
+    try:
+        docs, chunks = _ingest(client, paths, collection)
+    except (GatewayError, FileNotFoundError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"ingested {docs} documents ({chunks} chunks) into '{collection}'")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to search for.")],
+    collection: CollectionOpt = "sample",
+    top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
+    mode: Annotated[str, typer.Option(help="dense, sparse or hybrid.")] = "hybrid",
+    filter: Annotated[str | None, typer.Option(help='Metadata filter as JSON.')] = None,
+    gateway: GatewayOpt = DEFAULT_URL,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw response.")] = False,
+) -> None:
+    """Search a collection through the gateway."""
+    client = GatewayClient(gateway)
+    options: dict = {"top_k": top_k, "mode": mode}
+    if filter:
+        options["filter"] = json.loads(filter)
+    try:
+        result = client.search(query, collection, **options)
+    except GatewayError as exc:
+        raise _fail(exc.message) from None
+    if as_json:
+        console.print_json(data=result)
+    else:
+        _print_hits(result)
+
+
+@app.command()
+def status(gateway: GatewayOpt = DEFAULT_URL) -> None:
+    """Show the health of the gateway and every service."""
+    try:
+        health = GatewayClient(gateway, timeout_s=5).health()
+    except Exception as exc:  # noqa: BLE001
+        raise _fail(f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`") from None
+    console.print_json(data=health)
+    if health.get("status") != "ok":
+        raise typer.Exit(1)

@@ -1,0 +1,91 @@
+"""A small synchronous client of the gateway's REST API, used by the CLI and the benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.gateway.ingest.parsers import SUPPORTED
+
+DEFAULT_URL = os.environ.get("RAGRAIL_GATEWAY_URL", "http://127.0.0.1:8080")
+
+
+class GatewayError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class GatewayClient:
+    def __init__(self, base_url: str = DEFAULT_URL, timeout_s: float = 600.0) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s)
+
+    def _check(self, reply: httpx.Response) -> Any:
+        if reply.status_code >= 400:
+            try:
+                message = reply.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = reply.text[:500]
+            raise GatewayError(reply.status_code, message)
+        return reply.json() if reply.content else None
+
+    def health(self) -> dict[str, Any]:
+        reply = self.http.get("/v1/health")
+        return reply.json()
+
+    def ensure_collection(self, name: str, description: str = "") -> None:
+        reply = self.http.post("/v1/collections", json={"name": name, "description": description})
+        if reply.status_code != 409:
+            self._check(reply)
+
+    def ingest_files(
+        self, collection: str, paths: list[Path], metadata: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        files = [("files", (p.name, p.read_bytes())) for p in paths]
+        data = {"collection": collection}
+        if metadata:
+            data["metadata"] = json.dumps(metadata)
+        return self._check(self.http.post("/v1/documents", data=data, files=files))
+
+    def ingest_texts(self, collection: str, documents: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        body = {"collection": collection, "documents": documents, **options}
+        return self._check(self.http.post("/v1/documents", json=body))
+
+    def search(self, query: str, collection: str, **options: Any) -> dict[str, Any]:
+        body = {"query": query, "collection": collection, **options}
+        return self._check(self.http.post("/v1/search", json=body))
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def find_documents(paths: Iterable[Path]) -> list[Path]:
+    """Files under the given paths whose extension the gateway can parse, sorted."""
+    found: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found.update(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED)
+        elif path.is_file():
+            found.add(path)
+        else:
+            raise FileNotFoundError(f"{path} does not exist")
+    return sorted(found)
+
+
+def batches(paths: list[Path], max_files: int = 16, max_bytes: int = 16 * 1024 * 1024) -> list[list[Path]]:
+    out: list[list[Path]] = [[]]
+    size = 0
+    for path in paths:
+        n = path.stat().st_size
+        if out[-1] and (len(out[-1]) >= max_files or size + n > max_bytes):
+            out.append([])
+            size = 0
+        out[-1].append(path)
+        size += n
+    return [b for b in out if b]

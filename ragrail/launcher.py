@@ -1,0 +1,180 @@
+"""`ragrail up`: runs every implemented service as a local process and keeps them running.
+
+Each service is a child process (`python -m services.<name>`) with its log in
+`<data_dir>/logs/<name>.log`. A child that dies is restarted on its own, with backoff, while
+the others keep serving; Ctrl-C or SIGTERM stops them all, gateway first, each given time to
+drain before it is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.embedder.settings import EmbedderSettings
+from services.gateway.settings import GatewaySettings
+from services.retriever.settings import RetrieverSettings
+from shared.clients import make_channel
+from shared.settings import RagrailSettings
+
+READY_TIMEOUT_S = 180.0
+STOP_GRACE_S = 15.0
+
+
+@dataclass
+class ServiceDef:
+    name: str
+    module: str
+    settings_cls: type[RagrailSettings]
+    kind: str  # "grpc" or "http"
+
+
+# In start order; the gateway last since it needs the others to answer.
+SERVICES = [
+    ServiceDef("embedder", "services.embedder", EmbedderSettings, "grpc"),
+    ServiceDef("retriever", "services.retriever", RetrieverSettings, "grpc"),
+    ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
+]
+
+
+@dataclass
+class Child:
+    spec: ServiceDef
+    host: str
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        scheme = "http://" if self.spec.kind == "http" else ""
+        return f"{scheme}{self.host}:{self.port}"
+
+
+async def is_ready(child: Child) -> bool:
+    if child.spec.kind == "http":
+        try:
+            async with httpx.AsyncClient(timeout=2.0) as client:
+                reply = await client.get(f"{child.url}/v1/health")
+            return reply.status_code in (200, 503)  # up; 503 only means a peer is not yet
+        except httpx.HTTPError:
+            return False
+    channel = make_channel(child.url, retries=False)
+    try:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=2.0
+        )
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except Exception:  # noqa: BLE001 - any failure means "not yet"
+        return False
+    finally:
+        await channel.close()
+
+
+class Supervisor:
+    def __init__(self, data_dir: Path, say: Callable[[str], None]) -> None:
+        self.data_dir = data_dir
+        self.say = say
+        self.children: list[Child] = []
+        (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(data_dir / "ragrail.db"))
+        for spec in SERVICES:
+            settings = spec.settings_cls()
+            port = settings.port  # type: ignore[attr-defined]
+            host = settings.host  # type: ignore[attr-defined]
+            self.children.append(
+                Child(spec, host, port, env, data_dir / "logs" / f"{spec.name}.log")
+            )
+
+    def child(self, name: str) -> Child:
+        return next(c for c in self.children if c.spec.name == name)
+
+    def start(self, child: Child) -> None:
+        log = child.log_path.open("ab")
+        child.process = subprocess.Popen(
+            [sys.executable, "-m", child.spec.module],
+            env=child.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            # Own process group: Ctrl-C reaches the supervisor only, which stops children in order.
+            start_new_session=True,
+        )
+        log.close()
+
+    async def wait_ready(self, child: Child, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if child.process is not None and child.process.poll() is not None:
+                raise RuntimeError(
+                    f"{child.spec.name} exited with code {child.process.returncode} while "
+                    f"starting; see {child.log_path}"
+                )
+            if await is_ready(child):
+                return
+            await asyncio.sleep(0.3)
+        raise RuntimeError(f"{child.spec.name} not ready after {timeout_s:.0f}s; see {child.log_path}")
+
+    async def up(self) -> None:
+        for child in self.children:
+            self.start(child)
+        await asyncio.gather(*(self.wait_ready(c) for c in self.children))
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Restarts children that exit, until `stop` is set."""
+        while not stop.is_set():
+            for child in self.children:
+                if child.process is None or child.process.poll() is None:
+                    continue
+                now = time.monotonic()
+                child.restarts = [t for t in child.restarts if now - t < 60] + [now]
+                if len(child.restarts) > 5:
+                    self.say(f"{child.spec.name} keeps exiting; not restarting it. See {child.log_path}")
+                    child.process = None
+                    continue
+                self.say(
+                    f"{child.spec.name} exited (code {child.process.returncode}); restarting"
+                )
+                await asyncio.sleep(min(2 ** (len(child.restarts) - 1) * 0.5, 10))
+                self.start(child)
+                try:
+                    await self.wait_ready(child)
+                    self.say(f"{child.spec.name} is back at {child.url}")
+                except RuntimeError as exc:
+                    self.say(str(exc))
+            try:
+                await asyncio.wait_for(stop.wait(), 0.5)
+            except TimeoutError:
+                pass
+
+    def down(self) -> None:
+        """SIGTERM to each child, gateway first; SIGKILL any still running after the grace."""
+        for child in reversed(self.children):
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in reversed(self.children):
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.say(f"{child.spec.name} did not stop in {STOP_GRACE_S:.0f}s; killing it")
+                child.process.kill()
+                child.process.wait()

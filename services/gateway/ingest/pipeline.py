@@ -1,0 +1,191 @@
+"""Ingest: parsed documents -> token chunks -> vectors -> retriever upserts.
+
+Chunks are cut with the embedder's own tokenizer (its Tokenize call), so a chunk never
+exceeds what the model reads. Chunk ids derive from the document id and chunk position, and
+every upsert carries all chunks of its documents with `replace_documents`, so re-ingesting a
+document replaces it in place: nothing duplicates, and an interrupted ingest is repaired by
+running it again. Embedding of the next group overlaps the upsert of the previous one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.gateway.clients import Services
+from services.gateway.ingest.chunker import Chunker, TextChunk, TokenSpans
+from services.gateway.ingest.parsers import ParsedDocument
+from shared.errors import InvalidArgument
+from shared.proto.ragrail.v1 import embedder_pb2, retriever_pb2
+from shared.structs import dict_to_struct
+
+# Chunker metadata that would be large and is turned into per-chunk fields instead.
+_PER_CHUNK_KEYS = ("page_starts",)
+
+
+@dataclass
+class PendingDocument:
+    """A parsed document on its way in, with its caller-chosen id and metadata."""
+
+    id: str
+    name: str
+    parsed: ParsedDocument
+    metadata: dict[str, Any] = field(default_factory=dict)
+    chunks: list[TextChunk] = field(default_factory=list)
+
+
+@dataclass
+class DocumentOutcome:
+    id: str
+    name: str
+    content_type: str
+    chunks: int
+    characters: int
+
+
+def chunk_id(document_id: str, index: int) -> str:
+    digest = hashlib.sha1(document_id.encode("utf-8")).hexdigest()[:20]
+    return f"{digest}-{index:06d}"
+
+
+def document_id_for(name: str, explicit: str | None) -> str:
+    doc_id = (explicit or name).strip()
+    if not doc_id or len(doc_id) > 256:
+        raise InvalidArgument(f"document id '{doc_id[:40]}' must be 1-256 characters")
+    return doc_id
+
+
+def _chunk_metadata(doc: PendingDocument, chunk: TextChunk) -> dict[str, Any]:
+    meta = {k: v for k, v in doc.parsed.metadata.items() if k not in _PER_CHUNK_KEYS}
+    meta.update(doc.metadata)
+    meta.setdefault("title", doc.parsed.title)
+    meta["content_type"] = doc.parsed.content_type
+    page_starts = doc.parsed.metadata.get("page_starts")
+    if page_starts:
+        meta["page"] = bisect.bisect_right(page_starts, chunk.start_char)
+    return meta
+
+
+class IngestPipeline:
+    def __init__(self, services: Services, embed_batch_size: int, timeout_s: float) -> None:
+        self.services = services
+        self.embed_batch_size = embed_batch_size
+        self.timeout_s = timeout_s
+
+    async def chunker(
+        self, chunk_size: int | None, overlap: int | None, default_overlap: int, default_size: int
+    ) -> Chunker:
+        facts = await self.services.embedder_facts()
+        # Two special tokens ([CLS], [SEP]) and the passage prefix share the model's window.
+        limit = facts.max_length - 2 - len(facts.passage_prefix.split()) * 2
+        size = chunk_size or default_size or limit
+        if size > limit:
+            raise InvalidArgument(
+                f"chunk_size {size} exceeds the embedder's input length ({limit} tokens); "
+                "larger chunks would be truncated before embedding"
+            )
+        return Chunker(size, default_overlap if overlap is None else overlap)
+
+    async def _tokenize(self, texts: list[str]) -> list[TokenSpans]:
+        reply = await self.services.embedder.call(
+            "Tokenize", embedder_pb2.TokenizeRequest(texts=texts), timeout_s=self.timeout_s
+        )
+        return [TokenSpans(list(t.starts), list(t.ends)) for t in reply.texts]
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        reply = await self.services.embedder.call(
+            "Embed",
+            embedder_pb2.EmbedRequest(texts=texts, input_type=embedder_pb2.INPUT_TYPE_PASSAGE),
+            timeout_s=self.timeout_s,
+        )
+        return [list(e.values) for e in reply.embeddings]
+
+    async def _upsert(self, collection: str, chunks: list[retriever_pb2.Chunk]) -> int:
+        reply = await self.services.retriever.call(
+            "UpsertChunks",
+            retriever_pb2.UpsertChunksRequest(
+                collection=collection, chunks=chunks, replace_documents=True
+            ),
+            timeout_s=self.timeout_s,
+        )
+        return int(reply.deleted)
+
+    def _groups(self, docs: Sequence[PendingDocument]) -> list[list[PendingDocument]]:
+        """Whole documents per group, about embed_batch_size chunks each (never split a doc:
+        replace_documents needs every chunk of a document in one upsert)."""
+        groups: list[list[PendingDocument]] = [[]]
+        size = 0
+        for doc in docs:
+            if groups[-1] and size + len(doc.chunks) > self.embed_batch_size:
+                groups.append([])
+                size = 0
+            groups[-1].append(doc)
+            size += len(doc.chunks)
+        return [g for g in groups if g]
+
+    async def run(
+        self, collection: str, docs: list[PendingDocument], chunker: Chunker
+    ) -> tuple[list[DocumentOutcome], int]:
+        """Ingests the documents; returns what went in and how many stale chunks were removed."""
+        # Fail fast on an unknown collection, before any embedding work.
+        await self.services.retriever.call(
+            "GetCollectionStats", retriever_pb2.GetCollectionStatsRequest(name=collection)
+        )
+        ids = [d.id for d in docs]
+        if len(set(ids)) != len(ids):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            raise InvalidArgument(
+                f"documents share ids {dupes[:5]}; give each a distinct name or id"
+            )
+        spans = await self._tokenize([d.parsed.text for d in docs])
+        for doc, doc_spans in zip(docs, spans, strict=True):
+            doc.chunks = chunker.split(doc.parsed.text, doc_spans)
+        docs = [d for d in docs if d.chunks]
+        replaced = 0
+        pending: asyncio.Task[int] | None = None
+        for group in self._groups(docs):
+            texts = [c.text for d in group for c in d.chunks]
+            vectors: list[list[float]] = []
+            for start in range(0, len(texts), self.embed_batch_size):
+                vectors.extend(await self._embed(texts[start : start + self.embed_batch_size]))
+            if pending is not None:
+                replaced += await pending
+            pending = asyncio.create_task(self._upsert(collection, self._records(group, vectors)))
+        if pending is not None:
+            replaced += await pending
+        outcomes = [
+            DocumentOutcome(
+                id=d.id,
+                name=d.name,
+                content_type=d.parsed.content_type,
+                chunks=len(d.chunks),
+                characters=len(d.parsed.text),
+            )
+            for d in docs
+        ]
+        return outcomes, replaced
+
+    @staticmethod
+    def _records(
+        group: list[PendingDocument], vectors: list[list[float]]
+    ) -> list[retriever_pb2.Chunk]:
+        records = []
+        it = iter(vectors)
+        for doc in group:
+            for chunk in doc.chunks:
+                records.append(
+                    retriever_pb2.Chunk(
+                        id=chunk_id(doc.id, chunk.index),
+                        document_id=doc.id,
+                        document_name=doc.name,
+                        chunk_index=chunk.index,
+                        text=chunk.text,
+                        vector=next(it),
+                        metadata=dict_to_struct(_chunk_metadata(doc, chunk)),
+                    )
+                )
+        return records

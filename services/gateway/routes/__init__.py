@@ -1,0 +1,1 @@
+"""REST routes of the gateway, one module per resource."""

@@ -1,0 +1,73 @@
+"""/v1/collections: create, list, inspect and delete collections."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path
+
+from services.gateway import schemas
+from services.gateway.clients import Services
+from services.gateway.deps import get_services
+from shared.proto.ragrail.v1 import retriever_pb2
+
+router = APIRouter(prefix="/v1/collections", tags=["collections"])
+NamePath = Path(pattern=schemas.COLLECTION_NAME, description="Collection name.")
+
+
+def _collection(
+    c: retriever_pb2.Collection, stats: retriever_pb2.CollectionStats | None = None
+) -> schemas.Collection:
+    return schemas.Collection(
+        name=c.name,
+        dimension=c.dimension,
+        description=c.description,
+        created_at=c.created_at,
+        num_chunks=stats.num_chunks if stats else None,
+        num_documents=stats.num_documents if stats else None,
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=schemas.Collection,
+    responses={409: {"model": schemas.ErrorResponse}},
+)
+async def create_collection(
+    body: schemas.CollectionCreate, services: Services = Depends(get_services)
+) -> schemas.Collection:
+    """Creates a collection sized for the running embedder's vectors."""
+    facts = await services.embedder_facts()
+    created = await services.retriever.call(
+        "CreateCollection",
+        retriever_pb2.CreateCollectionRequest(
+            name=body.name, dimension=facts.dimension, description=body.description
+        ),
+    )
+    return _collection(created)
+
+
+@router.get("", response_model=schemas.CollectionList)
+async def list_collections(services: Services = Depends(get_services)) -> schemas.CollectionList:
+    reply = await services.retriever.call("ListCollections", retriever_pb2.ListCollectionsRequest())
+    return schemas.CollectionList(collections=[_collection(c) for c in reply.collections])
+
+
+@router.get(
+    "/{name}", response_model=schemas.Collection, responses={404: {"model": schemas.ErrorResponse}}
+)
+async def get_collection(
+    name: str = NamePath, services: Services = Depends(get_services)
+) -> schemas.Collection:
+    stats = await services.retriever.call(
+        "GetCollectionStats", retriever_pb2.GetCollectionStatsRequest(name=name)
+    )
+    return _collection(stats.collection, stats)
+
+
+@router.delete("/{name}", status_code=204, responses={404: {"model": schemas.ErrorResponse}})
+async def delete_collection(
+    name: str = NamePath, services: Services = Depends(get_services)
+) -> None:
+    await services.retriever.call(
+        "DeleteCollection", retriever_pb2.DeleteCollectionRequest(name=name)
+    )

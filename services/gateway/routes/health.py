@@ -1,0 +1,29 @@
+"""/v1/health: the gateway and the status of every service it depends on."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from services.gateway import schemas
+from services.gateway.clients import Services
+from services.gateway.deps import get_services
+
+router = APIRouter(prefix="/v1", tags=["health"])
+
+
+@router.get(
+    "/health",
+    response_model=schemas.Health,
+    responses={503: {"model": schemas.Health, "description": "A service is not serving."}},
+)
+async def health(services: Services = Depends(get_services)) -> JSONResponse:
+    statuses = await services.health()
+    body = schemas.Health(
+        status="ok" if all(s == "SERVING" for s, _, _ in statuses.values()) else "degraded",
+        services={
+            name: schemas.ServiceHealth(status=s, target=t, latency_ms=round(ms, 2))
+            for name, (s, t, ms) in statuses.items()
+        },
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if body.status == "ok" else 503)

@@ -1,0 +1,159 @@
+"""Every request and response body of the gateway's REST API (pydantic v2)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+COLLECTION_NAME = r"^[a-z][a-z0-9_]{0,63}$"
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class CollectionCreate(BaseModel):
+    name: str = Field(pattern=COLLECTION_NAME, examples=["docs"])
+    description: str = Field("", max_length=1000)
+
+
+class Collection(BaseModel):
+    name: str
+    dimension: int
+    description: str = ""
+    created_at: float = 0.0
+    num_chunks: int | None = None
+    num_documents: int | None = None
+
+
+class CollectionList(BaseModel):
+    collections: list[Collection]
+
+
+class TextDocument(BaseModel):
+    """A document sent as JSON text rather than as a file."""
+
+    name: str = Field(min_length=1, max_length=256, examples=["notes.md"])
+    text: str = Field(min_length=1)
+    id: str | None = Field(
+        None, min_length=1, max_length=256, description="Stable id; defaults to the name."
+    )
+    content_type: str = Field("text/plain", description="text/plain, text/markdown or text/html.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class DocumentsIngest(BaseModel):
+    collection: str = Field(pattern=COLLECTION_NAME)
+    documents: list[TextDocument] = Field(min_length=1)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Merged into every document's metadata."
+    )
+    chunk_size: int | None = Field(None, ge=16, le=8192)
+    chunk_overlap: int | None = Field(None, ge=0, le=4096)
+
+
+class IngestedDocument(BaseModel):
+    id: str
+    name: str
+    content_type: str
+    chunks: int
+    characters: int
+
+
+class IngestResponse(BaseModel):
+    collection: str
+    documents: list[IngestedDocument]
+    total_chunks: int
+    replaced_chunks: int = Field(description="Stale chunks of earlier versions removed.")
+    elapsed_ms: float
+
+
+class DocumentInfo(BaseModel):
+    id: str
+    name: str
+    chunks: int
+    metadata: dict[str, Any]
+
+
+class DocumentList(BaseModel):
+    collection: str
+    documents: list[DocumentInfo]
+    total: int
+
+
+class DeleteResult(BaseModel):
+    deleted_chunks: int
+
+
+class SearchMode(StrEnum):
+    dense = "dense"
+    sparse = "sparse"
+    hybrid = "hybrid"
+
+
+class FusionMethod(StrEnum):
+    rrf = "rrf"
+    weighted = "weighted"
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=10_000, examples=["how do bees communicate"])
+    collection: str = Field(pattern=COLLECTION_NAME)
+    top_k: int | None = Field(None, ge=1, le=1000)
+    mode: SearchMode = SearchMode.hybrid
+    filter: dict[str, Any] | None = Field(
+        None,
+        description='Metadata filter, e.g. {"year": {"$gte": 2020}, "document_id": "a.md"}; '
+        "operators $eq $ne $gt $gte $lt $lte $in $nin; keys are ANDed.",
+    )
+    fusion: FusionMethod = FusionMethod.rrf
+    rrf_k: int | None = Field(None, ge=1, le=10_000)
+    dense_weight: float | None = Field(None, ge=0, le=1)
+    sparse_weight: float | None = Field(None, ge=0, le=1)
+    vdb_top_k: int | None = Field(
+        None, ge=1, le=2000, description="Candidates fetched per mode before fusion."
+    )
+
+
+class SearchHit(BaseModel):
+    chunk_id: str
+    document_id: str
+    document_name: str
+    chunk_index: int
+    text: str
+    score: float
+    dense_score: float | None = None
+    sparse_score: float | None = None
+    metadata: dict[str, Any]
+
+
+class SearchTimings(BaseModel):
+    embed_ms: float
+    retrieval_ms: float
+    total_ms: float
+
+
+class SearchResponse(BaseModel):
+    collection: str
+    mode: SearchMode
+    hits: list[SearchHit]
+    timings: SearchTimings
+
+
+class ServiceHealth(BaseModel):
+    status: str
+    target: str
+    latency_ms: float
+
+
+class Health(BaseModel):
+    status: str = Field(description="ok when every service is SERVING, else degraded.")
+    services: dict[str, ServiceHealth]

@@ -1,0 +1,1 @@
+"""Retriever service: stores chunks and answers dense, sparse and hybrid searches."""

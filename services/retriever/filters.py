@@ -1,0 +1,289 @@
+"""Metadata filters for search: parsing and validation, a Milvus boolean expression, and a
+Python predicate for backends that filter in process.
+
+A filter is a JSON-like dict (it arrives as a protobuf Struct, so every number is a float):
+
+    {"year": 2021}                                   equality
+    {"year": {"$gte": 2020, "$lt": 2024}}            operators on one field are ANDed
+    {"tag": {"$in": ["a", "b"]}, "lang": "en"}       top-level keys are ANDed
+
+Operators: $eq $ne $gt $gte $lt $lte (one scalar) and $in $nin (a non-empty list of scalars).
+Scalars are strings, numbers and booleans. `document_id` and `document_name` are columns of
+the chunk; every other field is a key of the chunk's metadata.
+
+Semantics both translations share: a condition on a metadata key the chunk lacks (or holds
+null) is false, $ne and $nin included, so `{"tag": {"$ne": "a"}}` only matches chunks that
+have a tag. Ordering operators compare numbers with numbers and strings with strings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from shared.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from services.retriever.backends.base import ChunkRecord
+
+Scalar: TypeAlias = str | int | float | bool
+
+COLUMN_FIELDS = frozenset({"document_id", "document_name"})
+SCALAR_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+LIST_OPS = ("$in", "$nin")
+ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
+MAX_LIST_VALUES = 1024
+MAX_CONDITIONS = 64
+_INT64_MAX = 2**63 - 1
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# Control characters other than \t \n \r have no escape every Milvus expression parser
+# agrees on, and nobody filters on them on purpose.
+_BAD_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MILVUS_OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One `field op value` test; `value` is a tuple for $in and $nin."""
+
+    field: str
+    op: str
+    value: Scalar | tuple[Scalar, ...]
+
+    @property
+    def is_column(self) -> bool:
+        return self.field in COLUMN_FIELDS
+
+
+@dataclass(frozen=True)
+class MetadataFilter:
+    """Conditions that must all hold."""
+
+    conditions: tuple[Condition, ...]
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def parse_filter(d: dict[str, Any] | None) -> MetadataFilter | None:
+    """Validates a filter dict; None or {} means no filter."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise InvalidArgument(
+            f"filter must be an object like {{\"year\": 2021}}, got {type(d).__name__}"
+        )
+    conditions: list[Condition] = []
+    for field, spec in d.items():
+        conditions.extend(_parse_field(field, spec))
+    if not conditions:
+        return None
+    if len(conditions) > MAX_CONDITIONS:
+        raise InvalidArgument(
+            f"filter has {len(conditions)} conditions; the limit is {MAX_CONDITIONS}"
+        )
+    return MetadataFilter(tuple(conditions))
+
+
+def _parse_field(field: Any, spec: Any) -> list[Condition]:
+    _check_field_name(field)
+    if not isinstance(spec, dict):
+        return [_condition(field, "$eq", spec)]
+    if not spec:
+        raise InvalidArgument(
+            f"filter field '{field}' has an empty operator object; "
+            f"use one of {', '.join(SCALAR_OPS + LIST_OPS)}"
+        )
+    return [_condition(field, op, value) for op, value in spec.items()]
+
+
+def _check_field_name(field: Any) -> None:
+    if isinstance(field, str) and field.startswith("$"):
+        raise InvalidArgument(
+            f"filter key '{field}' is not supported: top-level keys are field names and are "
+            "ANDed; $and/$or are not available"
+        )
+    if not isinstance(field, str) or not _FIELD_RE.fullmatch(field):
+        raise InvalidArgument(
+            f"filter field name {field!r} is invalid: use 1-64 letters, digits or '_', "
+            "not starting with a digit"
+        )
+
+
+def _condition(field: str, op: Any, value: Any) -> Condition:
+    if op in SCALAR_OPS:
+        scalar = _scalar(field, op, value)
+        if op in ORDER_OPS and isinstance(scalar, bool):
+            raise InvalidArgument(
+                f"filter field '{field}' operator {op} needs a number or a string, not a boolean"
+            )
+        _check_column_type(field, op, scalar)
+        return Condition(field, op, scalar)
+    if op in LIST_OPS:
+        values = _scalar_list(field, op, value)
+        for v in values:
+            _check_column_type(field, op, v)
+        return Condition(field, op, values)
+    raise InvalidArgument(
+        f"filter field '{field}' uses unknown operator {op!r}; "
+        f"use one of {', '.join(SCALAR_OPS + LIST_OPS)}"
+    )
+
+
+def _scalar(field: str, op: str, value: Any) -> Scalar:
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if abs(value) > _INT64_MAX:
+            raise InvalidArgument(
+                f"filter field '{field}' operator {op}: {value} does not fit in 64 bits"
+            )
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(f"filter field '{field}' operator {op}: {value} is not a number")
+        # A protobuf Struct turns 2020 into 2020.0; compare it as the integer it was.
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    kind = "an object" if isinstance(value, dict) else "a list" if isinstance(value, list) else (
+        type(value).__name__
+    )
+    hint = " (lists go with $in or $nin)" if isinstance(value, list) else ""
+    raise InvalidArgument(
+        f"filter field '{field}' operator {op} needs a string, number or boolean, "
+        f"got {kind}{hint}"
+    )
+
+
+def _scalar_list(field: str, op: str, value: Any) -> tuple[Scalar, ...]:
+    if not isinstance(value, list | tuple):
+        raise InvalidArgument(
+            f"filter field '{field}' operator {op} needs a list, e.g. {{\"{op}\": [\"a\", \"b\"]}}"
+        )
+    if not value:
+        raise InvalidArgument(f"filter field '{field}' operator {op} has an empty list")
+    if len(value) > MAX_LIST_VALUES:
+        raise InvalidArgument(
+            f"filter field '{field}' operator {op} has {len(value)} values; "
+            f"the limit is {MAX_LIST_VALUES}"
+        )
+    return tuple(_scalar(field, op, v) for v in value)
+
+
+def _check_column_type(field: str, op: str, value: Scalar) -> None:
+    if field in COLUMN_FIELDS and not isinstance(value, str):
+        raise InvalidArgument(
+            f"filter field '{field}' operator {op}: {field} is text; give the value as a string"
+        )
+    if isinstance(value, str) and _BAD_CONTROL_RE.search(value):
+        raise InvalidArgument(
+            f"filter field '{field}' operator {op}: the value contains control characters"
+        )
+
+
+# -- Milvus expression -----------------------------------------------------------------
+
+
+def quote_string(value: str) -> str:
+    """A Milvus string literal; the escapes keep a value from ending the literal early."""
+    if _BAD_CONTROL_RE.search(value):
+        raise InvalidArgument(f"value {value!r} contains control characters; remove them")
+    return '"' + "".join(_ESCAPES.get(ch, ch) for ch in value) + '"'
+
+
+def literal(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return quote_string(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def string_list(values: list[str]) -> str:
+    """`["a", "b"]` with every element quoted, for `field in [...]`."""
+    return "[" + ", ".join(quote_string(v) for v in values) + "]"
+
+
+def to_milvus_expr(f: MetadataFilter) -> str:
+    return " and ".join(_condition_expr(c) for c in f.conditions)
+
+
+def _condition_expr(c: Condition) -> str:
+    lhs = c.field if c.is_column else f"metadata[{quote_string(c.field)}]"
+    if c.op in _MILVUS_OPS:
+        assert not isinstance(c.value, tuple)
+        return f"{lhs} {_MILVUS_OPS[c.op]} {literal(c.value)}"
+    assert isinstance(c.value, tuple)
+    if c.is_column:
+        keyword = "in" if c.op == "$in" else "not in"
+        return f"{lhs} {keyword} [{', '.join(literal(v) for v in c.value)}]"
+    # Milvus Lite only accepts `in` on plain columns, so JSON keys get an OR (AND) chain;
+    # Milvus server evaluates the chain the same way.
+    if c.op == "$in":
+        return "(" + " or ".join(f"{lhs} == {literal(v)}" for v in c.value) + ")"
+    return "(" + " and ".join(f"{lhs} != {literal(v)}" for v in c.value) + ")"
+
+
+# -- Python predicate ------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def matches(f: MetadataFilter | None, chunk: ChunkRecord) -> bool:
+    if f is None:
+        return True
+    return all(_holds(c, _field_value(c, chunk)) for c in f.conditions)
+
+
+def _field_value(c: Condition, chunk: ChunkRecord) -> Any:
+    if c.is_column:
+        return getattr(chunk, c.field)
+    return chunk.metadata.get(c.field, _MISSING)
+
+
+def _holds(c: Condition, actual: Any) -> bool:
+    if actual is _MISSING or actual is None:
+        return False
+    if c.op == "$in":
+        return any(_equal(actual, v) for v in c.value)  # type: ignore[union-attr]
+    if c.op == "$nin":
+        return not any(_equal(actual, v) for v in c.value)  # type: ignore[union-attr]
+    if c.op == "$eq":
+        return _equal(actual, c.value)
+    if c.op == "$ne":
+        return not _equal(actual, c.value)
+    return _ordered(actual, c.op, c.value)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _equal(actual: Any, expected: Any) -> bool:
+    # Python's True == 1 would let a boolean flag match a count; keep the kinds apart.
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
+    if _is_number(actual) and _is_number(expected):
+        return bool(actual == expected)
+    return isinstance(actual, str) and isinstance(expected, str) and actual == expected
+
+
+def _ordered(actual: Any, op: str, bound: Any) -> bool:
+    comparable = (_is_number(actual) and _is_number(bound)) or (
+        isinstance(actual, str) and isinstance(bound, str)
+    )
+    if not comparable:
+        return False
+    if op == "$gt":
+        return bool(actual > bound)
+    if op == "$gte":
+        return bool(actual >= bound)
+    if op == "$lt":
+        return bool(actual < bound)
+    return bool(actual <= bound)

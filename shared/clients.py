@@ -1,0 +1,119 @@
+"""gRPC client helpers: channels with retries on UNAVAILABLE, a deadline on every call, and
+peer errors turned back into domain errors that name the service."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, Generic, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.errors import DeadlineExceeded, RagrailError, Unavailable, from_grpc
+
+StubT = TypeVar("StubT")
+
+# gRPC's own retry machinery: only UNAVAILABLE (the call never reached a handler, or the
+# peer is restarting) is retried; every ragrail RPC is idempotent or read-only.
+_RETRY_POLICY = {
+    "maxAttempts": 4,
+    "initialBackoff": "0.1s",
+    "maxBackoff": "1s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+
+
+def make_channel(target: str, *, max_message_mb: int = 64, retries: bool = True) -> grpc.aio.Channel:
+    max_bytes = max_message_mb * 1024 * 1024
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", max_bytes),
+        ("grpc.max_receive_message_length", max_bytes),
+        ("grpc.enable_retries", 1 if retries else 0),
+        # Reconnect quickly after a peer restarts instead of backing off for up to 2 minutes.
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+    if retries:
+        config = {"methodConfig": [{"name": [{}], "retryPolicy": _RETRY_POLICY}]}
+        options.append(("grpc.service_config", json.dumps(config)))
+    return grpc.aio.insecure_channel(target, options=options)
+
+
+class ServiceClient(Generic[StubT]):
+    """A stub for one peer service, with a default deadline and errors that name the peer."""
+
+    def __init__(
+        self,
+        service: str,
+        target: str,
+        stub_cls: type[StubT],
+        *,
+        timeout_s: float = 30.0,
+        max_message_mb: int = 64,
+    ) -> None:
+        self.service = service
+        self.target = target
+        self.timeout_s = timeout_s
+        self.channel = make_channel(target, max_message_mb=max_message_mb)
+        self.stub: StubT = stub_cls(self.channel)  # type: ignore[call-arg]
+        self._health = health_pb2_grpc.HealthStub(self.channel)
+
+    async def call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout_s: float | None = None,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> Any:
+        rpc = getattr(self.stub, method)
+        try:
+            return await rpc(request, timeout=timeout_s or self.timeout_s, metadata=metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise self._translate(exc, method) from None
+
+    async def stream(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout_s: float | None = None,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> AsyncIterator[Any]:
+        call = getattr(self.stub, method)(
+            request, timeout=timeout_s or self.timeout_s, metadata=metadata
+        )
+        try:
+            async for item in call:
+                yield item
+        except grpc.aio.AioRpcError as exc:
+            raise self._translate(exc, method) from None
+        finally:
+            call.cancel()
+
+    async def health(self, timeout_s: float = 2.0) -> str:
+        """The peer's overall health status name: SERVING, NOT_SERVING, or UNAVAILABLE."""
+        try:
+            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+        except grpc.aio.AioRpcError:
+            return "UNAVAILABLE"
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+    def _translate(self, exc: grpc.aio.AioRpcError, method: str) -> RagrailError:
+        code, details = exc.code(), exc.details() or ""
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return Unavailable(
+                f"{self.service} service at {self.target} is unavailable ({details}); "
+                f"check that it is running (ragrail up starts it)"
+            )
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return DeadlineExceeded(f"{self.service}.{method} did not answer within its deadline")
+        if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+            return RagrailError(f"{self.service}.{method} failed: {details}")
+        return from_grpc(code, details)
+
+    async def close(self) -> None:
+        await self.channel.close()

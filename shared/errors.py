@@ -1,0 +1,75 @@
+"""Domain errors, each mapped to one gRPC status and one HTTP status.
+
+Service code raises these; the gRPC interceptor and the gateway's exception handlers turn
+them into a status with the message as written here, so messages must be safe to show a
+client and say what to do.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class RagrailError(Exception):
+    """Base class: a failure a client can understand and act on."""
+
+    grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    http_status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(RagrailError):
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+    http_status = 422
+
+
+class NotFound(RagrailError):
+    grpc_code = grpc.StatusCode.NOT_FOUND
+    http_status = 404
+
+
+class AlreadyExists(RagrailError):
+    grpc_code = grpc.StatusCode.ALREADY_EXISTS
+    http_status = 409
+
+
+class FailedPrecondition(RagrailError):
+    grpc_code = grpc.StatusCode.FAILED_PRECONDITION
+    http_status = 409
+
+
+class ResourceExhausted(RagrailError):
+    grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    http_status = 429
+
+
+class Unavailable(RagrailError):
+    grpc_code = grpc.StatusCode.UNAVAILABLE
+    http_status = 503
+
+
+class DeadlineExceeded(RagrailError):
+    grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
+    http_status = 504
+
+
+_BY_CODE: dict[grpc.StatusCode, type[RagrailError]] = {
+    cls.grpc_code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        AlreadyExists,
+        FailedPrecondition,
+        ResourceExhausted,
+        Unavailable,
+        DeadlineExceeded,
+    )
+}
+
+
+def from_grpc(code: grpc.StatusCode, message: str) -> RagrailError:
+    """Rebuilds the domain error a peer service raised, so it keeps its meaning across hops."""
+    return _BY_CODE.get(code, RagrailError)(message)

@@ -1,0 +1,1 @@
+"""Protobuf packages of the contract."""

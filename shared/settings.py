@@ -1,0 +1,98 @@
+"""Typed settings shared by every service: environment variables over a YAML file over defaults.
+
+Each service subclasses `ServiceSettings` and sets `service_name`; its fields are read from
+`RAGRAIL_<SERVICE>_<FIELD>` (e.g. `RAGRAIL_EMBEDDER_PORT=50051`) and from the `<service>:`
+section of the YAML file named by `RAGRAIL_CONFIG`, if any. Precedence: explicit arguments,
+then environment, then YAML, then the defaults written here, which work offline on a laptop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+CONFIG_ENV = "RAGRAIL_CONFIG"
+
+# Default loopback ports of the suite; compose and `ragrail up` use the same numbers.
+DEFAULT_PORTS: dict[str, tuple[int, int]] = {
+    # service: (gRPC or HTTP port, Prometheus metrics port)
+    "embedder": (50051, 9151),
+    "reranker": (50052, 9152),
+    "retriever": (50053, 9153),
+    "guardrails": (50054, 9154),
+    "generator": (50055, 9155),
+    "gateway": (8080, 8080),
+}
+
+
+def read_yaml_section(section: str, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The `section:` mapping of the suite's YAML config, or {} when there is no file or section."""
+    path = path or os.environ.get(CONFIG_ENV)
+    if not path:
+        return {}
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{CONFIG_ENV}={path} does not name a file; fix the path or unset it")
+    data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of service sections at the top level")
+    values = data.get(section) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: section '{section}' must be a mapping of setting: value")
+    return values
+
+
+class _YamlSection(InitSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], section: str) -> None:
+        super().__init__(settings_cls, read_yaml_section(section))
+
+
+class RagrailSettings(BaseSettings):
+    """Base of every settings class: environment, then the YAML section named `service_name`."""
+
+    service_name: ClassVar[str] = "ragrail"
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _YamlSection(settings_cls, cls.service_name)
+
+
+class ServiceSettings(RagrailSettings):
+    """Settings every gRPC service has. Subclasses set `service_name` and the env prefix."""
+
+    host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 in containers.")
+    port: int = Field(0, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    metrics_port: int = Field(
+        0, ge=-1, le=65535, description="Prometheus /metrics port; 0 picks a free one, -1 disables."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = "json"
+    max_message_mb: int = Field(64, ge=1, le=2047, description="Largest gRPC message accepted.")
+    max_concurrent_rpcs: int = Field(256, ge=1, description="Calls beyond this get RESOURCE_EXHAUSTED.")
+    shutdown_grace_s: float = Field(10.0, ge=0, description="In-flight calls get this long on SIGTERM.")
+    workers: int = Field(2, ge=1, le=64, description="Threads running blocking model or database work.")
+
+
+def service_config(name: str) -> SettingsConfigDict:
+    """model_config for a service's settings class: `RAGRAIL_<NAME>_` env prefix."""
+    return SettingsConfigDict(
+        env_prefix=f"RAGRAIL_{name.upper()}_", extra="forbid", validate_default=True
+    )

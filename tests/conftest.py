@@ -1,0 +1,82 @@
+"""Fixtures that start the real services as processes on free loopback ports.
+
+The `suite` fixture runs embedder, retriever and gateway once per test session through the
+same Supervisor `ragrail up` uses; tests talk gRPC and HTTP to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def suite_env(data_dir: Path) -> dict[str, str]:
+    """RAGRAIL_* variables giving every service its own free ports and data under data_dir."""
+    env = {"RAGRAIL_RETRIEVER_MILVUS_URI": str(data_dir / "ragrail.db")}
+    for name in ("embedder", "retriever"):
+        env[f"RAGRAIL_{name.upper()}_PORT"] = str(free_port())
+        env[f"RAGRAIL_{name.upper()}_METRICS_PORT"] = str(free_port())
+    env["RAGRAIL_GATEWAY_PORT"] = str(free_port())
+    env["RAGRAIL_GATEWAY_EMBEDDER_URL"] = f"127.0.0.1:{env['RAGRAIL_EMBEDDER_PORT']}"
+    env["RAGRAIL_GATEWAY_RETRIEVER_URL"] = f"127.0.0.1:{env['RAGRAIL_RETRIEVER_PORT']}"
+    env["RAGRAIL_GATEWAY_MAX_REQUEST_MB"] = "2"
+    return env
+
+
+class Suite:
+    def __init__(self, supervisor, env: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+        self.supervisor = supervisor
+        self.env = env
+        self.gateway_url = supervisor.child("gateway").url
+        self.http = httpx.Client(base_url=self.gateway_url, timeout=120)
+
+    def target(self, name: str) -> str:
+        return self.supervisor.child(name).url
+
+    def restart(self, name: str) -> None:
+        """Stops one service with SIGTERM and starts it again, waiting until it serves."""
+        child = self.supervisor.child(name)
+        assert child.process is not None
+        child.process.terminate()
+        child.process.wait(timeout=30)
+        self.supervisor.start(child)
+        asyncio.run(self.supervisor.wait_ready(child))
+
+
+@pytest.fixture(scope="session")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    from ragrail.launcher import Supervisor
+
+    data_dir = tmp_path_factory.mktemp("suite")
+    env = suite_env(data_dir)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    supervisor = Supervisor(data_dir, print)
+    try:
+        asyncio.run(supervisor.up())
+        yield Suite(supervisor, env)
+    finally:
+        supervisor.down()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
