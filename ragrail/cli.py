@@ -15,14 +15,18 @@ from rich.table import Table
 
 from ragrail.client import DEFAULT_URL, GatewayClient, GatewayError, batches, find_documents
 
-app = typer.Typer(help="ragrail: retrieval-augmented generation services with guardrails.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="ragrail: retrieval-augmented generation services with guardrails.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 console = Console()
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "samples" / "corpus"
 SAMPLE_QUESTION = "how do honeybees tell each other where food is?"
 
-GatewayOpt = Annotated[str, typer.Option("--gateway", envvar="RAGRAIL_GATEWAY_URL",
-                                         help="Gateway base URL.")]
+GatewayOpt = Annotated[
+    str, typer.Option("--gateway", envvar="RAGRAIL_GATEWAY_URL", help="Gateway base URL.")
+]
 CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
 
 
@@ -37,8 +41,14 @@ def _ingest(client: GatewayClient, paths: list[Path], collection: str) -> tuple[
         raise _fail("no supported documents found (txt, md, html, pdf, docx)")
     client.ensure_collection(collection)
     docs = chunks = 0
-    with Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("files"), TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("[bold]ingest"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task("ingest", total=len(files))
         for batch in batches(files):
             result = client.ingest_files(collection, batch)
@@ -57,14 +67,18 @@ def _print_hits(result: dict) -> None:
         table.add_row(str(i), f"{hit['score']:.4f}", hit["document_name"], snippet)
     console.print(table)
     t = result["timings"]
-    console.print(f"[dim]{result['mode']} search in {t['total_ms']:.0f} ms "
-                  f"(embed {t['embed_ms']:.0f} ms, retrieval {t['retrieval_ms']:.0f} ms)[/dim]")
+    console.print(
+        f"[dim]{result['mode']} search in {t['total_ms']:.0f} ms "
+        f"(embed {t['embed_ms']:.0f} ms, retrieval {t['retrieval_ms']:.0f} ms)[/dim]"
+    )
 
 
 @app.command()
 def up(
     data_dir: Annotated[Path, typer.Option(help="Where data and logs live.")] = Path("data"),
-    sample: Annotated[bool, typer.Option(help="Ingest the sample corpus and run a search.")] = False,
+    sample: Annotated[
+        bool, typer.Option(help="Ingest the sample corpus and run a search.")
+    ] = False,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
     from ragrail.launcher import Supervisor
@@ -76,8 +90,10 @@ def up(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        console.print(f"starting {', '.join(c.spec.name for c in supervisor.children)} "
-                      f"(logs in {data_dir / 'logs'}) ...")
+        console.print(
+            f"starting {', '.join(c.spec.name for c in supervisor.children)} "
+            f"(logs in {data_dir / 'logs'}) ..."
+        )
         starting = asyncio.create_task(supervisor.up())
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,7 +127,7 @@ def _demo(gateway_url: str) -> None:
     console.print(f"ingested {docs} sample documents ({chunks} chunks) into collection 'sample'")
     console.print(f"search: [bold]{SAMPLE_QUESTION}[/bold]")
     _print_hits(client.search(SAMPLE_QUESTION, "sample", top_k=3))
-    console.print(f'try: ragrail search "your question" --collection sample')
+    console.print('try: ragrail search "your question" --collection sample')
 
 
 @app.command()
@@ -135,7 +151,7 @@ def search(
     collection: CollectionOpt = "sample",
     top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
     mode: Annotated[str, typer.Option(help="dense, sparse or hybrid.")] = "hybrid",
-    filter: Annotated[str | None, typer.Option(help='Metadata filter as JSON.')] = None,
+    filter: Annotated[str | None, typer.Option(help="Metadata filter as JSON.")] = None,
     gateway: GatewayOpt = DEFAULT_URL,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw response.")] = False,
 ) -> None:
@@ -159,8 +175,14 @@ def status(gateway: GatewayOpt = DEFAULT_URL) -> None:
     """Show the health of the gateway and every service."""
     try:
         health = GatewayClient(gateway, timeout_s=5).health()
-    except Exception as exc:  # noqa: BLE001
-        raise _fail(f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`") from None
+    except Exception as exc:
+        raise _fail(
+            f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`"
+        ) from None
     console.print_json(data=health)
     if health.get("status") != "ok":
         raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

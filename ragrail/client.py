@@ -53,7 +53,9 @@ class GatewayClient:
             data["metadata"] = json.dumps(metadata)
         return self._check(self.http.post("/v1/documents", data=data, files=files))
 
-    def ingest_texts(self, collection: str, documents: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    def ingest_texts(
+        self, collection: str, documents: list[dict[str, Any]], **options: Any
+    ) -> dict[str, Any]:
         body = {"collection": collection, "documents": documents, **options}
         return self._check(self.http.post("/v1/documents", json=body))
 
@@ -70,7 +72,9 @@ def find_documents(paths: Iterable[Path]) -> list[Path]:
     found: set[Path] = set()
     for path in paths:
         if path.is_dir():
-            found.update(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED)
+            found.update(
+                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED
+            )
         elif path.is_file():
             found.add(path)
         else:
@@ -78,7 +82,9 @@ def find_documents(paths: Iterable[Path]) -> list[Path]:
     return sorted(found)
 
 
-def batches(paths: list[Path], max_files: int = 16, max_bytes: int = 16 * 1024 * 1024) -> list[list[Path]]:
+def batches(
+    paths: list[Path], max_files: int = 16, max_bytes: int = 16 * 1024 * 1024
+) -> list[list[Path]]:
     out: list[list[Path]] = [[]]
     size = 0
     for path in paths:

@@ -9,6 +9,7 @@ drain before it is killed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,7 +78,7 @@ async def is_ready(child: Child) -> bool:
             health_pb2.HealthCheckRequest(), timeout=2.0
         )
         return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except Exception:  # noqa: BLE001 - any failure means "not yet"
+    except Exception:
         return False
     finally:
         await channel.close()
@@ -129,7 +130,9 @@ class Supervisor:
             if await is_ready(child):
                 return
             await asyncio.sleep(0.3)
-        raise RuntimeError(f"{child.spec.name} not ready after {timeout_s:.0f}s; see {child.log_path}")
+        raise RuntimeError(
+            f"{child.spec.name} not ready after {timeout_s:.0f}s; see {child.log_path}"
+        )
 
     async def up(self) -> None:
         for child in self.children:
@@ -145,12 +148,12 @@ class Supervisor:
                 now = time.monotonic()
                 child.restarts = [t for t in child.restarts if now - t < 60] + [now]
                 if len(child.restarts) > 5:
-                    self.say(f"{child.spec.name} keeps exiting; not restarting it. See {child.log_path}")
+                    self.say(
+                        f"{child.spec.name} keeps exiting; not restarting it. See {child.log_path}"
+                    )
                     child.process = None
                     continue
-                self.say(
-                    f"{child.spec.name} exited (code {child.process.returncode}); restarting"
-                )
+                self.say(f"{child.spec.name} exited (code {child.process.returncode}); restarting")
                 await asyncio.sleep(min(2 ** (len(child.restarts) - 1) * 0.5, 10))
                 self.start(child)
                 try:
@@ -158,10 +161,8 @@ class Supervisor:
                     self.say(f"{child.spec.name} is back at {child.url}")
                 except RuntimeError as exc:
                     self.say(str(exc))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
-            except TimeoutError:
-                pass
 
     def down(self) -> None:
         """SIGTERM to each child, gateway first; SIGKILL any still running after the grace."""

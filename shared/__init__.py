@@ -1,1 +1,1 @@
-"""Runtime every ragrail service shares: the contract's stubs, settings, server bootstrap, clients."""
+"""Runtime every ragrail service shares: contract stubs, settings, server bootstrap, clients."""

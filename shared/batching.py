@@ -66,7 +66,7 @@ class MicroBatcher(Generic[In, Out]):
         flat: list[Any] = [item for items, _ in live for item in items]
         try:
             results = await self._run(flat)
-        except Exception as exc:  # noqa: BLE001 - delivered to every caller of the batch
+        except Exception as exc:
             for _, fut in live:
                 if not fut.done():
                     fut.set_exception(exc)

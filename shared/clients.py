@@ -25,7 +25,9 @@ _RETRY_POLICY = {
 }
 
 
-def make_channel(target: str, *, max_message_mb: int = 64, retries: bool = True) -> grpc.aio.Channel:
+def make_channel(
+    target: str, *, max_message_mb: int = 64, retries: bool = True
+) -> grpc.aio.Channel:
     max_bytes = max_message_mb * 1024 * 1024
     options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", max_bytes),

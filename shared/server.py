@@ -104,7 +104,7 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
             with self._observe(method, context) as outcome:
                 try:
                     return await behavior(request, context)
-                except Exception as exc:  # noqa: BLE001 - every error becomes a status
+                except Exception as exc:
                     await self._abort(exc, method, context, outcome)
 
         return wrapped
@@ -115,7 +115,7 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     async for item in behavior(request, context):
                         yield item
-                except Exception as exc:  # noqa: BLE001 - every error becomes a status
+                except Exception as exc:
                     await self._abort(exc, method, context, outcome)
 
         return wrapped
@@ -141,8 +141,12 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
             if not method.startswith(("Check", "Watch", "ServerReflectionInfo")) or code != "OK":
                 log.info(
                     "rpc",
-                    extra={"method": method, "code": code, "ms": round(elapsed * 1000, 2),
-                           "request_id": request_id(context)},
+                    extra={
+                        "method": method,
+                        "code": code,
+                        "ms": round(elapsed * 1000, 2),
+                        "request_id": request_id(context),
+                    },
                 )
 
     async def _abort(
@@ -185,8 +189,11 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
         spec.add_to_server(spec.servicer, server)
     names = [spec.full_name for spec in built.specs]
     reflection.enable_server_reflection(
-        [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME],
+        [
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
         server,
     )
     address = f"{settings.host}:{settings.port}"
@@ -203,8 +210,13 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
         "serving",
-        extra={"grpc_port": port, "metrics_port": metrics_port, "address": f"{settings.host}:{port}",
-               "startup_s": round(time.perf_counter() - started, 2), **built.ready_message},
+        extra={
+            "grpc_port": port,
+            "metrics_port": metrics_port,
+            "address": f"{settings.host}:{port}",
+            "startup_s": round(time.perf_counter() - started, 2),
+            **built.ready_message,
+        },
     )
 
     stop = asyncio.Event()

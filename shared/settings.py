@@ -42,7 +42,9 @@ def read_yaml_section(section: str, path: str | os.PathLike[str] | None = None) 
         return {}
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"{CONFIG_ENV}={path} does not name a file; fix the path or unset it")
+        raise FileNotFoundError(
+            f"{CONFIG_ENV}={path} does not name a file; fix the path or unset it"
+        )
     data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of service sections at the top level")
@@ -86,9 +88,15 @@ class ServiceSettings(RagrailSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     max_message_mb: int = Field(64, ge=1, le=2047, description="Largest gRPC message accepted.")
-    max_concurrent_rpcs: int = Field(256, ge=1, description="Calls beyond this get RESOURCE_EXHAUSTED.")
-    shutdown_grace_s: float = Field(10.0, ge=0, description="In-flight calls get this long on SIGTERM.")
-    workers: int = Field(2, ge=1, le=64, description="Threads running blocking model or database work.")
+    max_concurrent_rpcs: int = Field(
+        256, ge=1, description="Calls beyond this get RESOURCE_EXHAUSTED."
+    )
+    shutdown_grace_s: float = Field(
+        10.0, ge=0, description="In-flight calls get this long on SIGTERM."
+    )
+    workers: int = Field(
+        2, ge=1, le=64, description="Threads running blocking model or database work."
+    )
 
 
 def service_config(name: str) -> SettingsConfigDict:

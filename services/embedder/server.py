@@ -97,7 +97,10 @@ class EmbedderServicer(embedder_pb2_grpc.EmbedderServicer):
                 version=VERSION,
                 backend=self.backend.name,
                 model=self.backend.model_name,
-                details={"device": self.backend.device, "batch_size": str(self.settings.batch_size)},
+                details={
+                    "device": self.backend.device,
+                    "batch_size": str(self.settings.batch_size),
+                },
             ),
             dimension=self.backend.dimension,
             max_length=self.backend.max_length,

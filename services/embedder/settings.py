@@ -23,7 +23,9 @@ class EmbedderSettings(ServiceSettings):
     )
     device: str = Field("cpu", description="cpu, cuda, cuda:N, or auto (cuda when available).")
     batch_size: int = Field(32, ge=1, le=1024, description="Texts per forward pass.")
-    max_length: int = Field(0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's.")
+    max_length: int = Field(
+        0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's."
+    )
     normalize: bool = Field(True, description="L2-normalise vectors (cosine = dot product).")
     query_prefix: str = Field("", description='Prepended to queries, e.g. "query: " for E5.')
     passage_prefix: str = Field("", description='Prepended to passages, e.g. "passage: " for E5.')
@@ -32,4 +34,6 @@ class EmbedderSettings(ServiceSettings):
     coalesce_ms: float = Field(
         2.0, ge=0, description="How long a small request waits to share a forward pass with others."
     )
-    torch_threads: int = Field(0, ge=0, description="Intra-op threads for PyTorch; 0 uses all cores.")
+    torch_threads: int = Field(
+        0, ge=0, description="Intra-op threads for PyTorch; 0 uses all cores."
+    )

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
-
 from services.retriever import fusion
 from services.retriever.backends import load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore, validate_collection_name
@@ -58,7 +56,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
 
     # -- collections -------------------------------------------------------------------
 
-    async def CreateCollection(self, request: pb.CreateCollectionRequest, context: Any) -> pb.Collection:
+    async def CreateCollection(
+        self, request: pb.CreateCollectionRequest, context: Any
+    ) -> pb.Collection:
         validate_collection_name(request.name)
         if not 0 < request.dimension <= MAX_DIMENSION:
             raise InvalidArgument(
@@ -80,16 +80,22 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         )
         return self._collection(record)
 
-    async def ListCollections(self, request: pb.ListCollectionsRequest, context: Any) -> pb.ListCollectionsResponse:
+    async def ListCollections(
+        self, request: pb.ListCollectionsRequest, context: Any
+    ) -> pb.ListCollectionsResponse:
         records = await self.run(self.store.list_collections)
         return pb.ListCollectionsResponse(collections=[self._collection(r) for r in records])
 
-    async def DeleteCollection(self, request: pb.DeleteCollectionRequest, context: Any) -> pb.DeleteCollectionResponse:
+    async def DeleteCollection(
+        self, request: pb.DeleteCollectionRequest, context: Any
+    ) -> pb.DeleteCollectionResponse:
         validate_collection_name(request.name)
         await self.run(self.store.delete_collection, request.name)
         return pb.DeleteCollectionResponse()
 
-    async def GetCollectionStats(self, request: pb.GetCollectionStatsRequest, context: Any) -> pb.CollectionStats:
+    async def GetCollectionStats(
+        self, request: pb.GetCollectionStatsRequest, context: Any
+    ) -> pb.CollectionStats:
         validate_collection_name(request.name)
         record = await self.run(self.store.get_collection, request.name)
         chunks, documents = await self.run(self.store.count, request.name)
@@ -136,7 +142,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             if not chunk.vector:
                 raise InvalidArgument(f"{where}: vector is empty; embed the text first")
 
-    async def UpsertChunks(self, request: pb.UpsertChunksRequest, context: Any) -> pb.UpsertChunksResponse:
+    async def UpsertChunks(
+        self, request: pb.UpsertChunksRequest, context: Any
+    ) -> pb.UpsertChunksResponse:
         validate_collection_name(request.collection)
         self._validate_chunks(list(request.chunks))
         records = [chunk_from_proto(c) for c in request.chunks]
@@ -152,7 +160,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             )
         return pb.UpsertChunksResponse(upserted=upserted, deleted=deleted)
 
-    async def ListDocuments(self, request: pb.ListDocumentsRequest, context: Any) -> pb.ListDocumentsResponse:
+    async def ListDocuments(
+        self, request: pb.ListDocumentsRequest, context: Any
+    ) -> pb.ListDocumentsResponse:
         validate_collection_name(request.collection)
         if request.limit < 0 or request.offset < 0:
             raise InvalidArgument("limit and offset must not be negative")
@@ -163,14 +173,19 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         return pb.ListDocumentsResponse(
             documents=[
                 pb.Document(
-                    id=d.id, name=d.name, num_chunks=d.num_chunks, metadata=dict_to_struct(d.metadata)
+                    id=d.id,
+                    name=d.name,
+                    num_chunks=d.num_chunks,
+                    metadata=dict_to_struct(d.metadata),
                 )
                 for d in documents
             ],
             total=total,
         )
 
-    async def DeleteDocuments(self, request: pb.DeleteDocumentsRequest, context: Any) -> pb.DeleteDocumentsResponse:
+    async def DeleteDocuments(
+        self, request: pb.DeleteDocumentsRequest, context: Any
+    ) -> pb.DeleteDocumentsResponse:
         validate_collection_name(request.collection)
         if not request.document_ids:
             raise InvalidArgument("document_ids is empty; name the documents to delete")
@@ -209,7 +224,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
                 )
             else:
                 results = await self.run(
-                    self.store.sparse_search, request.collection, request.query_text, top_k, flt,
+                    self.store.sparse_search,
+                    request.collection,
+                    request.query_text,
+                    top_k,
+                    flt,
                     include,
                 )
             hits = fusion.single(results, dense=wants_dense)
@@ -219,7 +238,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             dense, sparse = await asyncio.gather(
                 self.run(self.store.dense_search, request.collection, vector, depth, flt, include),
                 self.run(
-                    self.store.sparse_search, request.collection, request.query_text, depth, flt,
+                    self.store.sparse_search,
+                    request.collection,
+                    request.query_text,
+                    depth,
+                    flt,
                     include,
                 ),
             )

@@ -1,4 +1,4 @@
-"""Retriever settings: RAGRAIL_RETRIEVER_* environment variables or the `retriever:` YAML section."""
+"""Retriever settings: RAGRAIL_RETRIEVER_* environment variables or YAML `retriever:`."""
 
 from __future__ import annotations
 

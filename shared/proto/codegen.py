@@ -38,7 +38,9 @@ def generate(out_root: Path) -> list[Path]:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed; see the messages above")
-    written = sorted(p for p in (out_root / "ragrail" / "v1").iterdir() if p.name.endswith(GENERATED_SUFFIXES))
+    written = sorted(
+        p for p in (out_root / "ragrail" / "v1").iterdir() if p.name.endswith(GENERATED_SUFFIXES)
+    )
     for path in written:
         path.write_text(_IMPORT.sub("from shared.proto.ragrail.v1 import", path.read_text()))
     return written
@@ -48,7 +50,9 @@ def stale_stubs() -> list[str]:
     """Names of committed stubs that differ from freshly generated ones (empty when in sync)."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = {p.name: p.read_text() for p in generate(Path(tmp))}
-    committed = {p.name: p.read_text() for p in PACKAGE_DIR.iterdir() if p.name.endswith(GENERATED_SUFFIXES)}
+    committed = {
+        p.name: p.read_text() for p in PACKAGE_DIR.iterdir() if p.name.endswith(GENERATED_SUFFIXES)
+    }
     names = set(fresh) | set(committed)
     return sorted(n for n in names if fresh.get(n) != committed.get(n))
 

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.integration
 def _call(target: str, method: str, request):  # type: ignore[no-untyped-def]
     async def go():  # type: ignore[no-untyped-def]
         async with grpc.aio.insecure_channel(target) as channel:
-            return await getattr(embedder_pb2_grpc.EmbedderStub(channel), method)(request, timeout=30)
+            return await getattr(embedder_pb2_grpc.EmbedderStub(channel), method)(
+                request, timeout=30
+            )
 
     return asyncio.run(go())
 
@@ -36,12 +38,19 @@ def test_embeds_normalised_vectors_in_input_order(suite) -> None:  # type: ignor
 
 
 def test_queries_land_near_their_passage(suite) -> None:  # type: ignore[no-untyped-def]
-    passages = ["Bees communicate food locations with a waggle dance.",
-                "The Rhine flows from the Alps to the North Sea."]
+    passages = [
+        "Bees communicate food locations with a waggle dance.",
+        "The Rhine flows from the Alps to the North Sea.",
+    ]
     p = _call(suite.target("embedder"), "Embed", embedder_pb2.EmbedRequest(texts=passages))
-    q = _call(suite.target("embedder"), "Embed", embedder_pb2.EmbedRequest(
-        texts=["how do bees tell each other where food is"],
-        input_type=embedder_pb2.INPUT_TYPE_QUERY))
+    q = _call(
+        suite.target("embedder"),
+        "Embed",
+        embedder_pb2.EmbedRequest(
+            texts=["how do bees tell each other where food is"],
+            input_type=embedder_pb2.INPUT_TYPE_QUERY,
+        ),
+    )
     sims = np.array([e.values for e in p.embeddings]) @ np.array(q.embeddings[0].values)
     assert sims[0] > sims[1] + 0.2
 
@@ -51,7 +60,7 @@ def test_tokenize_returns_offsets_into_the_text(suite) -> None:  # type: ignore[
     reply = _call(suite.target("embedder"), "Tokenize", embedder_pb2.TokenizeRequest(texts=[text]))
     tokens = reply.texts[0]
     assert tokens.num_tokens == len(tokens.starts) == len(tokens.ends) > 5
-    assert text[tokens.starts[0]:tokens.ends[0]].lower() == "photo"
+    assert text[tokens.starts[0] : tokens.ends[0]].lower() == "photo"
 
 
 def test_info_reports_the_model(suite) -> None:  # type: ignore[no-untyped-def]
@@ -78,16 +87,20 @@ def test_health_reflection_and_metrics(suite) -> None:  # type: ignore[no-untype
     async def go() -> tuple[int, list[str]]:
         async with grpc.aio.insecure_channel(target) as channel:
             health = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="ragrail.v1.Embedder"), timeout=5)
+                health_pb2.HealthCheckRequest(service="ragrail.v1.Embedder"), timeout=5
+            )
             stream = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
-                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+            )
             names = [s.name async for r in stream for s in r.list_services_response.service]
             return health.status, names
 
     status, names = asyncio.run(go())
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert "ragrail.v1.Embedder" in names and "grpc.health.v1.Health" in names
-    metrics = httpx.get(f"http://127.0.0.1:{suite.env['RAGRAIL_EMBEDDER_METRICS_PORT']}/metrics").text
+    metrics = httpx.get(
+        f"http://127.0.0.1:{suite.env['RAGRAIL_EMBEDDER_METRICS_PORT']}/metrics"
+    ).text
     assert 'ragrail_grpc_requests_total{code="OK",method="Embed",service="embedder"}' in metrics
     assert 'code="INVALID_ARGUMENT"' in metrics
 
@@ -96,7 +109,8 @@ def test_deadline_is_enforced(suite) -> None:  # type: ignore[no-untyped-def]
     async def go() -> None:
         async with grpc.aio.insecure_channel(suite.target("embedder")) as channel:
             await embedder_pb2_grpc.EmbedderStub(channel).Embed(
-                embedder_pb2.EmbedRequest(texts=["word " * 200] * 512), timeout=0.05)
+                embedder_pb2.EmbedRequest(texts=["word " * 200] * 512), timeout=0.05
+            )
 
     with pytest.raises(grpc.aio.AioRpcError) as info:
         asyncio.run(go())

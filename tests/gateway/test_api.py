@@ -35,7 +35,9 @@ def _stats(suite, name: str) -> dict:  # type: ignore[no-untyped-def]
 
 
 def _search(suite, query: str, collection: str = "corpus", **options) -> dict:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/search", json={"query": query, "collection": collection, **options})
+    reply = suite.http.post(
+        "/v1/search", json={"query": query, "collection": collection, **options}
+    )
     assert reply.status_code == 200, reply.text
     return reply.json()
 
@@ -44,7 +46,9 @@ def test_health_reports_each_service(suite) -> None:  # type: ignore[no-untyped-
     body = suite.http.get("/v1/health").json()
     assert body["status"] == "ok"
     assert {n: s["status"] for n, s in body["services"].items()} == {
-        "embedder": "SERVING", "retriever": "SERVING"}
+        "embedder": "SERVING",
+        "retriever": "SERVING",
+    }
 
 
 def test_ingest_reports_every_document(suite, corpus) -> None:  # type: ignore[no-untyped-def]
@@ -72,8 +76,15 @@ def test_search_finds_the_right_document_in_every_mode(suite, corpus, mode) -> N
 
 
 def test_weighted_fusion_and_candidate_depth(suite, corpus) -> None:  # type: ignore[no-untyped-def]
-    result = _search(suite, "TCP three-way handshake SYN ACK", fusion="weighted",
-                     dense_weight=0.3, sparse_weight=0.7, vdb_top_k=20, top_k=2)
+    result = _search(
+        suite,
+        "TCP three-way handshake SYN ACK",
+        fusion="weighted",
+        dense_weight=0.3,
+        sparse_weight=0.7,
+        vdb_top_k=20,
+        top_k=2,
+    )
     assert result["hits"][0]["document_name"] == "tcp-handshake.md"
     assert result["hits"][0]["score"] <= 1.0
 
@@ -96,11 +107,20 @@ def test_reingest_replaces_instead_of_duplicating(suite, corpus) -> None:  # typ
 def test_json_documents_with_metadata_and_shrinking_versions(suite) -> None:  # type: ignore[no-untyped-def]
     assert suite.http.post("/v1/collections", json={"name": "notes"}).status_code == 201
     long_text = " ".join(f"Sentence {i} is about glaciers carving valleys." for i in range(300))
-    body = {"collection": "notes", "metadata": {"team": "geo"}, "documents": [
-        {"name": "glaciers.txt", "text": long_text, "metadata": {"year": 2021}},
-        {"name": "kiln.md", "id": "kiln", "text": "# Kilns\nA kiln fires clay into ceramics.",
-         "content_type": "text/markdown", "metadata": {"year": 2019}},
-    ]}
+    body = {
+        "collection": "notes",
+        "metadata": {"team": "geo"},
+        "documents": [
+            {"name": "glaciers.txt", "text": long_text, "metadata": {"year": 2021}},
+            {
+                "name": "kiln.md",
+                "id": "kiln",
+                "text": "# Kilns\nA kiln fires clay into ceramics.",
+                "content_type": "text/markdown",
+                "metadata": {"year": 2019},
+            },
+        ],
+    }
     first = suite.http.post("/v1/documents", json=body).json()
     glacier_chunks = next(d["chunks"] for d in first["documents"] if d["id"] == "glaciers.txt")
     assert glacier_chunks > 3
@@ -145,36 +165,113 @@ def test_collections_lifecycle(suite) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "fragment"),
     [
-        ("post", "/v1/search", {"json": {"query": "x", "collection": "nope"}}, 404, "does not exist"),
+        (
+            "post",
+            "/v1/search",
+            {"json": {"query": "x", "collection": "nope"}},
+            404,
+            "does not exist",
+        ),
         ("get", "/v1/collections/nope", {}, 404, "does not exist"),
-        ("post", "/v1/documents", {"json": {"collection": "nope", "documents": [
-            {"name": "a.txt", "text": "hello"}]}}, 404, "does not exist"),
-        ("post", "/v1/documents", {"data": {"collection": "corpus"},
-                                   "files": [("files", ("tool.exe", b"MZ\x00\x01"))]}, 415, ".txt"),
-        ("post", "/v1/documents", {"content": b"hello", "headers": {"content-type": "text/plain"}},
-         415, "multipart/form-data"),
-        ("post", "/v1/documents", {"data": {"collection": "corpus"},
-                                   "files": [("files", ("big.txt", b"a " * 1_500_000))]}, 413,
-         "larger than"),
-        ("post", "/v1/documents", {"data": {"collection": "corpus"},
-                                   "files": [("files", ("empty.txt", b"   "))]}, 422, "no text"),
-        ("post", "/v1/documents", {"data": {"collection": "corpus", "chunk_size": "5"},
-                                   "files": [("files", ("a.txt", b"hello"))]}, 422, "chunk_size"),
-        ("post", "/v1/documents", {"data": {"collection": "corpus", "chunk_size": "4000"},
-                                   "files": [("files", ("a.txt", b"hello"))]}, 422, "exceeds"),
-        ("post", "/v1/documents", {"content": b"{not json",
-                                   "headers": {"content-type": "application/json"}}, 422, "invalid"),
-        ("post", "/v1/search", {"json": {"query": "x", "collection": "corpus", "top_k": 0}}, 422,
-         "top_k"),
-        ("post", "/v1/search", {"json": {"query": "x", "collection": "corpus", "mode": "fuzzy"}},
-         422, "mode"),
-        ("post", "/v1/search", {"json": {"query": "x", "collection": "corpus",
-                                         "filter": {"year": {"$regex": "x"}}}}, 422, "$regex"),
-        ("post", "/v1/search", {"json": {"query": "x", "collection": "Bad-Name"}}, 422, "collection"),
+        (
+            "post",
+            "/v1/documents",
+            {"json": {"collection": "nope", "documents": [{"name": "a.txt", "text": "hello"}]}},
+            404,
+            "does not exist",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {"data": {"collection": "corpus"}, "files": [("files", ("tool.exe", b"MZ\x00\x01"))]},
+            415,
+            ".txt",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {"content": b"hello", "headers": {"content-type": "text/plain"}},
+            415,
+            "multipart/form-data",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {
+                "data": {"collection": "corpus"},
+                "files": [("files", ("big.txt", b"a " * 1_500_000))],
+            },
+            413,
+            "larger than",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {"data": {"collection": "corpus"}, "files": [("files", ("empty.txt", b"   "))]},
+            422,
+            "no text",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {
+                "data": {"collection": "corpus", "chunk_size": "5"},
+                "files": [("files", ("a.txt", b"hello"))],
+            },
+            422,
+            "chunk_size",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {
+                "data": {"collection": "corpus", "chunk_size": "4000"},
+                "files": [("files", ("a.txt", b"hello"))],
+            },
+            422,
+            "exceeds",
+        ),
+        (
+            "post",
+            "/v1/documents",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            422,
+            "invalid",
+        ),
+        (
+            "post",
+            "/v1/search",
+            {"json": {"query": "x", "collection": "corpus", "top_k": 0}},
+            422,
+            "top_k",
+        ),
+        (
+            "post",
+            "/v1/search",
+            {"json": {"query": "x", "collection": "corpus", "mode": "fuzzy"}},
+            422,
+            "mode",
+        ),
+        (
+            "post",
+            "/v1/search",
+            {"json": {"query": "x", "collection": "corpus", "filter": {"year": {"$regex": "x"}}}},
+            422,
+            "$regex",
+        ),
+        (
+            "post",
+            "/v1/search",
+            {"json": {"query": "x", "collection": "Bad-Name"}},
+            422,
+            "collection",
+        ),
         ("post", "/v1/collections", {"json": {"name": "9lives"}}, 422, "name"),
     ],
 )
-def test_bad_input_gets_a_precise_4xx(suite, corpus, method, path, kwargs, status, fragment) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_gets_a_precise_4xx(
+    suite, corpus, method, path, kwargs, status, fragment
+) -> None:  # type: ignore[no-untyped-def]
     reply = getattr(suite.http, method)(path, **kwargs)
     assert reply.status_code == status, reply.text
     error = reply.json()["error"]

@@ -237,6 +237,31 @@ def test_does_not_end_right_after_a_heading() -> None:
     assert chunks[1].text.startswith("## Next section")
 
 
+def piece_spans(text: str) -> TokenSpans:
+    """A sub-word tokenizer stand-in: every word split into pieces of two characters."""
+    spans = TokenSpans()
+    for word in whitespace_spans(text).starts:
+        end = text.find(" ", word) if " " in text[word:] else len(text)
+        for start in range(word, end, 2):
+            spans.starts.append(start)
+            spans.ends.append(min(start + 2, end))
+    return spans
+
+
+def test_next_window_starts_at_a_word_when_possible() -> None:
+    # Tokens 0-10 are words, 11-13 the pieces of "abcdef", 14-15 of "ghij", then words.
+    # Ending at 16 (a word break) would start the next window (overlap 3) at token 13, "ef";
+    # ending at 14 (also a word break) starts it at token 11, "ab": that one wins.
+    text = " ".join(
+        [f"w{i}" for i in range(10)] + ["zz"] + ["abcdef", "ghij"] + [f"y{i}" for i in range(20)]
+    )
+    spans = piece_spans(text)
+    chunks = check_invariants(text, spans, Chunker(16, 3))
+    assert chunks[0].num_tokens == 14
+    assert chunks[0].text.endswith("abcdef")
+    assert chunks[1].text.startswith("abcdef ghij")
+
+
 def test_overlap_larger_than_lookback_still_progresses() -> None:
     text = ". ".join(words(f"s{i}_", 3) for i in range(40))
     check_invariants(text, whitespace_spans(text), Chunker(16, 15))

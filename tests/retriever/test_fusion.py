@@ -38,4 +38,6 @@ def test_top_k_cuts_and_ties_are_deterministic() -> None:
 def test_single_mode_keeps_rank_and_score() -> None:
     hits = fusion.single(_scored([("a", 3.0), ("b", 2.0)]), dense=False)
     assert [(h.chunk.id, h.sparse_rank, h.sparse_score) for h in hits] == [
-        ("a", 1, 3.0), ("b", 2, 2.0)]
+        ("a", 1, 3.0),
+        ("b", 2, 2.0),
+    ]

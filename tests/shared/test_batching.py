@@ -25,7 +25,9 @@ async def test_errors_reach_every_caller_of_the_batch() -> None:
         raise ValueError("model failed")
 
     batcher: MicroBatcher[int, int] = MicroBatcher(run, max_items=8, wait_s=0.01)
-    outcomes = await asyncio.gather(batcher.submit([1]), batcher.submit([2]), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        batcher.submit([1]), batcher.submit([2]), return_exceptions=True
+    )
     await batcher.close()
     assert all(isinstance(o, ValueError) for o in outcomes)
 

@@ -16,7 +16,9 @@ def test_defaults_work_offline() -> None:
     assert RetrieverSettings().milvus_uri.endswith(".db")  # Milvus Lite, no server needed
 
 
-def test_env_overrides_yaml_overrides_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_overrides_yaml_overrides_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "ragrail.yaml"
     config.write_text("embedder:\n  batch_size: 7\n  port: 6000\ngateway:\n  chunk_overlap: 5\n")
     monkeypatch.setenv("RAGRAIL_CONFIG", str(config))

@@ -9,7 +9,9 @@ from services.embedder.settings import EmbedderSettings
 from shared.errors import InvalidArgument
 
 BACKENDS: dict[str, str] = {
-    "sentence-transformers": "services.embedder.backends.sentence_transformers:SentenceTransformersBackend",
+    "sentence-transformers": (
+        "services.embedder.backends.sentence_transformers:SentenceTransformersBackend"
+    ),
 }
 
 

@@ -65,8 +65,10 @@ class SentenceTransformersBackend(EmbeddingBackend):
         self.tokenizer = self.model.tokenizer
         # Tokenize is used on whole documents, longer than the model's window by design.
         self.tokenizer.model_max_length = 10**9
-        log.info("embedder model loaded", extra={"model": str(path), "device": self.device,
-                                                 "dimension": self.dimension})
+        log.info(
+            "embedder model loaded",
+            extra={"model": str(path), "device": self.device, "dimension": self.dimension},
+        )
 
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(

@@ -1,0 +1,39 @@
+# The quickstart's two commands:
+#   make up     install, start the suite with embedded defaults, ingest the sample, search it
+#   make test   install (with dev tools), lint, run every test
+# Both create the virtual environment in .venv/ and install pinned versions (constraints.txt).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+STAMP := $(VENV)/.installed
+
+.PHONY: install up test lint bench proto clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first and exactly pinned: an unpinned resolve pulls multi-GB CUDA wheels.
+	$(PIP) install -c constraints.txt torch==2.13.0
+	$(PIP) install -c constraints.txt -e ".[all,dev]"
+	touch $(STAMP)
+
+up: install
+	HF_HUB_OFFLINE=1 $(VENV)/bin/ragrail up --sample
+
+test: install lint
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+lint: install
+	$(PY) -m ruff check .
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) bench/retrieval.py
+
+proto: install
+	$(PY) -m shared.proto.codegen
+
+clean:
+	rm -rf $(VENV) data

@@ -1,0 +1,95 @@
+"""Helpers the benchmarks share: BEIR data loading, IR metrics, latency percentiles, a suite."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def load_beir(root: Path, split: str = "test") -> tuple[dict, dict, dict]:
+    """(corpus {id: {title, text}}, queries {id: text}, qrels {qid: {doc_id: grade}})."""
+    corpus = {}
+    with (root / "corpus.jsonl").open() as f:
+        for line in f:
+            row = json.loads(line)
+            corpus[str(row["_id"])] = {"title": row.get("title", ""), "text": row["text"]}
+    queries = {}
+    with (root / "queries.jsonl").open() as f:
+        for line in f:
+            row = json.loads(line)
+            queries[str(row["_id"])] = row["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    with (root / "qrels" / f"{split}.tsv").open() as f:
+        next(f)
+        for line in f:
+            qid, did, grade = line.rstrip("\n").split("\t")
+            if int(grade) > 0:
+                qrels.setdefault(qid, {})[did] = int(grade)
+    return corpus, {q: queries[q] for q in qrels}, qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def dedupe(ids: list[str]) -> list[str]:
+    """Document ranking from a chunk ranking: each document at its best chunk's position."""
+    return list(dict.fromkeys(ids))
+
+
+def percentiles(ms: list[float]) -> tuple[float, float]:
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
+
+
+@contextlib.contextmanager
+def running_suite() -> Iterator[str]:
+    """Starts embedder, retriever and gateway on free ports in a scratch directory; yields
+    the gateway URL."""
+    import socket
+
+    from ragrail.launcher import Supervisor
+
+    def free() -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return str(s.getsockname()[1])
+
+    with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
+        ports = {n: free() for n in ("embedder", "retriever", "gateway")}
+        os.environ.update(
+            {
+                "RAGRAIL_EMBEDDER_PORT": ports["embedder"],
+                "RAGRAIL_RETRIEVER_PORT": ports["retriever"],
+                "RAGRAIL_GATEWAY_PORT": ports["gateway"],
+                "RAGRAIL_EMBEDDER_METRICS_PORT": "-1",
+                "RAGRAIL_RETRIEVER_METRICS_PORT": "-1",
+                "RAGRAIL_GATEWAY_EMBEDDER_URL": f"127.0.0.1:{ports['embedder']}",
+                "RAGRAIL_GATEWAY_RETRIEVER_URL": f"127.0.0.1:{ports['retriever']}",
+                "RAGRAIL_GATEWAY_MAX_REQUEST_MB": "500",
+                "HF_HUB_OFFLINE": "1",
+            }
+        )
+        supervisor = Supervisor(Path(tmp), print)
+        try:
+            asyncio.run(supervisor.up())
+            yield supervisor.child("gateway").url
+        finally:
+            supervisor.down()

@@ -1,0 +1,457 @@
+"""Tests for services.gateway.ingest.parsers: uploads of each format to normalised text."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import grpc
+import pytest
+
+from services.gateway.ingest.parsers import (
+    SUPPORTED,
+    ParsedDocument,
+    UnsupportedMediaType,
+    detect_content_type,
+    normalize_whitespace,
+    parse_document,
+)
+from shared.errors import InvalidArgument, RagrailError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CORPUS = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def _load_fixture_builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "ragrail_test_make_fixtures", FIXTURES / "make_fixtures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fixtures = _load_fixture_builder()
+
+
+# --------------------------------------------------------------------------- content types
+
+
+@pytest.mark.parametrize(
+    ("filename", "declared", "expected"),
+    [
+        ("notes.txt", None, "text/plain"),
+        ("README.MD", None, "text/markdown"),
+        ("post.markdown", "application/octet-stream", "text/markdown"),
+        ("page.htm", None, "text/html"),
+        ("page.HTML", "text/plain", "text/html"),  # the extension wins
+        ("paper.pdf", None, "application/pdf"),
+        ("report.docx", None, DOCX),
+        ("C:\\Users\\me\\My Docs\\report.docx", None, DOCX),
+        ("dir/sub/data.csv", None, "text/csv"),
+        ("upload", "text/plain; charset=utf-8", "text/plain"),
+        ("upload.bin", "Text/HTML", "text/html"),
+        ("blob", "application/x-pdf", "application/pdf"),
+        ("blob", "text/x-markdown", "text/markdown"),
+        ("blob", DOCX, DOCX),
+    ],
+)
+def test_detect_content_type(filename: str, declared: str | None, expected: str) -> None:
+    assert detect_content_type(filename, declared) == expected
+
+
+@pytest.mark.parametrize(
+    ("filename", "declared"),
+    [("old.doc", None), ("image.png", "image/png"), ("noext", None), (".txt", None), ("", "")],
+)
+def test_unsupported_types(filename: str, declared: str | None) -> None:
+    with pytest.raises(UnsupportedMediaType) as info:
+        detect_content_type(filename, declared)
+    assert ".docx" in info.value.message and ".pdf" in info.value.message
+    assert "Supported extensions" in info.value.message
+
+
+def test_unsupported_media_type_maps_to_415() -> None:
+    assert issubclass(UnsupportedMediaType, RagrailError)
+    assert UnsupportedMediaType.http_status == 415
+    assert UnsupportedMediaType.grpc_code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_parse_rejects_unsupported_before_reading() -> None:
+    with pytest.raises(UnsupportedMediaType, match="image.png"):
+        parse_document(b"\x89PNG\r\n\x1a\n", "image.png", "image/png")
+
+
+def test_supported_table_is_consistent() -> None:
+    assert all(ext.startswith(".") and ext == ext.lower() for ext in SUPPORTED)
+    for ext, content_type in SUPPORTED.items():
+        assert detect_content_type(f"file{ext}", None) == content_type
+        assert detect_content_type("file", content_type) == content_type
+
+
+# --------------------------------------------------------------------------- whitespace
+
+
+def test_normalize_whitespace() -> None:
+    raw = "  a \t b\u00a0\u00a0c  \r\n\r\n\r\n\r\nnext\u200b line\x07\n  \n\n\ndone  "
+    assert normalize_whitespace(raw) == "a b c\n\nnext line\n\ndone"
+
+
+def test_normalize_whitespace_keep_indent() -> None:
+    raw = "list:\n  - item   one\n\tcode  here  \n"
+    assert normalize_whitespace(raw, keep_indent=True) == "list:\n  - item one\n    code here"
+
+
+def test_normalize_whitespace_nfc() -> None:
+    assert normalize_whitespace("cafe\u0301") == "caf\u00e9"
+
+
+# --------------------------------------------------------------------------- plain text
+
+
+def test_plain_text() -> None:
+    doc = parse_document(b"Hello   world.\r\n\r\n\r\nSecond  paragraph.\n", "greeting.txt")
+    assert isinstance(doc, ParsedDocument)
+    assert doc.text == "Hello world.\n\nSecond paragraph."
+    assert doc.title == "greeting"
+    assert doc.content_type == "text/plain"
+    assert doc.metadata["filename"] == "greeting.txt"
+    assert doc.metadata["encoding"] == "utf-8"
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        ("\ufeffÜber café".encode(), "utf-8-sig"),
+        ("Über café".encode("utf-16"), "utf-16"),
+        ("Über café".encode("utf-16-be").join([b"\xfe\xff", b""]), "utf-16"),
+    ],
+)
+def test_text_with_bom(data: bytes, encoding: str) -> None:
+    doc = parse_document(data, "bom.txt")
+    assert doc.text == "Über café"
+    assert doc.metadata["encoding"] == encoding
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    doc = parse_document(
+        "Gr\u00fc\u00dfe aus K\u00f6ln, sch\u00f6n hier".encode("latin-1"), "x.txt"
+    )
+    assert "\ufffd" in doc.text and "aus" in doc.text
+    assert "replaced" in doc.metadata["encoding"]
+
+
+def test_nul_bytes_are_rejected() -> None:
+    with pytest.raises(InvalidArgument, match=r"'data\.txt'.*binary"):
+        parse_document(b"abc\x00def", "data.txt")
+
+
+def test_binary_junk_is_rejected() -> None:
+    junk = bytes(range(128, 256)) * 20
+    with pytest.raises(InvalidArgument, match="UTF-8"):
+        parse_document(junk, "junk.txt")
+
+
+@pytest.mark.parametrize("data", [b"", b"   \n\t  "])
+def test_empty_upload_is_rejected(data: bytes) -> None:
+    with pytest.raises(InvalidArgument, match=r"'empty\.txt' is empty"):
+        parse_document(data, "empty.txt")
+
+
+def test_invisible_only_text_has_no_text() -> None:
+    with pytest.raises(InvalidArgument, match="contains no text"):
+        parse_document("\u200b\u200b\x07".encode(), "blank.md")
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def test_markdown_keeps_headings_and_structure() -> None:
+    source = b"# Honeybees\n\nBees  **dance**.\n\n## Hive\n\n- one\n  - two\n\n    code   block\n"
+    doc = parse_document(source, "bees.md")
+    assert doc.content_type == "text/markdown"
+    assert doc.title == "Honeybees"
+    assert (
+        doc.text == "# Honeybees\n\nBees **dance**.\n\n## Hive\n\n- one\n  - two\n\n    code block"
+    )
+
+
+def test_markdown_setext_title_and_code_fence() -> None:
+    source = b"```\n# not a title\n```\n\nReal Title\n==========\n\nBody text.\n"
+    assert parse_document(source, "x.md").title == "Real Title"
+
+
+def test_markdown_title_keeps_hash_inside() -> None:
+    assert parse_document(b"# Notes on C# ##\n\ntext", "x.md").title == "Notes on C#"
+
+
+def test_markdown_front_matter() -> None:
+    source = b"---\ntitle: 'From front matter'\nauthor: Ann\n---\n# Heading\n\nBody.\n"
+    doc = parse_document(source, "fm.md")
+    assert doc.title == "From front matter"
+    assert doc.text == "# Heading\n\nBody."
+    assert doc.metadata["front_matter"] == {"title": "From front matter", "author": "Ann"}
+
+
+def test_markdown_horizontal_rule_is_not_front_matter() -> None:
+    source = b"---\nJust a rule above.\n\nMore text.\n---\n"
+    doc = parse_document(source, "rule.md")
+    assert doc.text.startswith("---\nJust a rule above.")
+    assert "front_matter" not in doc.metadata
+
+
+def test_markdown_without_heading_uses_filename() -> None:
+    assert parse_document(b"plain words", "dir/my-notes.markdown").title == "my-notes"
+
+
+# --------------------------------------------------------------------------- HTML
+
+HTML = b"""<!DOCTYPE html>
+<html lang="en"><head><title>  Bees &amp;
+ hives </title><style>p { color: red }</style><script>var hidden = 1;</script></head>
+<body>
+<nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<!-- a comment -->
+<h1>Honeybees</h1>
+<p>Bees   <b>dance</b> to
+communicate.<br>A new line.</p>
+<div>Outer <span>inline</span> text<div>inner block</div>tail</div>
+<ul><li>first</li><li>second</li></ul>
+<table><tr><th>Caste</th><th>Role</th></tr><tr><td>Worker</td><td>Forage</td></tr>
+<tr><td>Drone</td><td></td></tr></table>
+<pre>line  one
+  line two</pre>
+<p hidden>not shown</p>
+<noscript>enable js</noscript>
+<img src="x.png" alt="a bee on a flower">
+<footer>Written by us.</footer>
+<script>document.write("nope")</script>
+</body></html>"""
+
+
+def test_html_text_and_structure() -> None:
+    doc = parse_document(HTML, "bees.html")
+    assert doc.content_type == "text/html"
+    assert doc.title == "Bees & hives"
+    assert doc.metadata["lang"] == "en"
+    assert doc.text.split("\n\n") == [
+        "Honeybees",
+        "Bees dance to communicate.",
+        "A new line.",
+        "Outer inline text",
+        "inner block",
+        "tail",
+        "first",
+        "second",
+        "Caste | Role\nWorker | Forage\nDrone",
+        "line one\nline two",
+        "a bee on a flower",
+        "Written by us.",
+    ]
+    for dropped in ("hidden", "Home", "About", "color", "comment", "not shown", "nope", "js"):
+        assert dropped not in doc.text
+
+
+def test_html_title_falls_back_to_h1_then_filename() -> None:
+    assert parse_document(b"<h1>Main <em>heading</em></h1><p>x</p>", "a.htm").title == (
+        "Main heading"
+    )
+    assert parse_document(b"<p>only text</p>", "page.html").title == "page"
+
+
+def test_html_declared_charset() -> None:
+    data = '<meta charset="windows-1252"><p>caf\u00e9 cr\u00e8me</p>'.encode("cp1252")
+    assert parse_document(data, "legacy.html").text == "caf\u00e9 cr\u00e8me"
+
+
+def test_html_without_text_is_rejected() -> None:
+    with pytest.raises(InvalidArgument, match=r"'empty\.html' contains no text"):
+        parse_document(b"<html><head><title>T</title></head><body><script>x</script></body>",
+                       "empty.html")  # fmt: skip
+
+
+def test_deeply_nested_html_does_not_recurse() -> None:
+    depth = 3000
+    data = b"<div>" * depth + b"deep text" + b"</div>" * depth
+    assert parse_document(data, "deep.html").text == "deep text"
+
+
+def test_html_nul_bytes_are_rejected() -> None:
+    with pytest.raises(InvalidArgument, match="binary"):
+        parse_document(b"<p>x</p>\x00\x00", "x.html")
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+def test_pdf_fixture() -> None:
+    doc = parse_document((FIXTURES / "sample.pdf").read_bytes(), "sample.pdf")
+    assert doc.content_type == "application/pdf"
+    assert doc.title == "Bees (fixture)"
+    assert doc.metadata["pages"] == 2
+    assert doc.metadata["pages_with_text"] == 2
+    first, second = doc.text.split("\n\n")
+    assert first.startswith("Honeybee colonies\nA colony has one queen")
+    assert "waggle dance" in first
+    assert second == "Second page\nWorkers build wax comb from glands on their abdomen."
+    starts = doc.metadata["page_starts"]
+    assert starts == [0, len(first) + 2]
+    assert doc.text[starts[1] :].startswith("Second page")
+
+
+def test_pdf_fixture_file_is_current() -> None:
+    # build_pdf is deterministic; regenerate with tests/fixtures/make_fixtures.py.
+    expected = fixtures.build_pdf(fixtures.PDF_PAGES, title=fixtures.PDF_TITLE)
+    assert (FIXTURES / "sample.pdf").read_bytes() == expected
+
+
+def test_pdf_page_starts_skip_textless_pages() -> None:
+    data = fixtures.build_pdf([None, ["One"], None, ["Two"]])
+    doc = parse_document(data, "mixed.pdf")
+    assert doc.text == "One\n\nTwo"
+    assert doc.metadata["pages"] == 4
+    assert doc.metadata["pages_with_text"] == 2
+    assert doc.metadata["page_starts"] == [0, 0, 3, 5]
+    assert doc.title == "mixed"
+
+
+def test_pdf_special_characters() -> None:
+    data = fixtures.build_pdf([["Price (net): 5 \\ 10 \u2014 caf\u00e9"]])
+    assert parse_document(data, "chars.pdf").text == "Price (net): 5 \\ 10 \u2014 caf\u00e9"
+
+
+def test_scanned_pdf_is_rejected() -> None:
+    data = fixtures.build_pdf([None, None])
+    with pytest.raises(InvalidArgument) as info:
+        parse_document(data, "scan.pdf")
+    message = info.value.message
+    assert "'scan.pdf'" in message and "scanned" in message and "OCR" in message
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda raw: raw[: len(raw) // 3],
+        lambda raw: b"%PDF-1.4\n" + b"garbage " * 50,
+        lambda raw: raw.replace(b"/Type /Pages", b"/Type /Junk"),
+    ],
+)
+def test_corrupt_pdf_is_rejected(mangle: object) -> None:
+    raw = fixtures.build_pdf(fixtures.PDF_PAGES)
+    data = mangle(raw)  # type: ignore[operator]
+    with pytest.raises(InvalidArgument, match=r"'broken\.pdf'"):
+        parse_document(data, "broken.pdf")
+
+
+def test_not_a_pdf_is_rejected() -> None:
+    with pytest.raises(InvalidArgument, match="not a PDF"):
+        parse_document(b"just some text", "fake.pdf")
+
+
+def _encrypted(user_password: str) -> bytes:
+    from pypdf import PdfReader, PdfWriter
+
+    source = PdfReader(io.BytesIO(fixtures.build_pdf(fixtures.PDF_PAGES)))
+    writer = PdfWriter(clone_from=source)
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_password_protected_pdf_is_rejected() -> None:
+    with pytest.raises(InvalidArgument, match="password"):
+        parse_document(_encrypted("secret"), "locked.pdf")
+
+
+def test_pdf_encrypted_without_user_password_is_read() -> None:
+    doc = parse_document(_encrypted(""), "owner-only.pdf")
+    assert doc.text.startswith("Honeybee colonies")
+
+
+# --------------------------------------------------------------------------- DOCX
+
+
+def test_docx_fixture() -> None:
+    doc = parse_document((FIXTURES / "sample.docx").read_bytes(), "sample.docx")
+    assert doc.content_type == DOCX
+    assert doc.title == "Sourdough notes"
+    assert doc.metadata["author"] == "Ragrail Tests"
+    assert doc.metadata["tables"] == 1
+    assert doc.text.split("\n\n") == [
+        "Sourdough starter",
+        "A starter is a culture of wild yeast and lactic acid bacteria.",
+        "Feed it flour and water every day.",
+        "Ingredient | Grams\nFlour | 500\nSalt to taste",  # the merged cell appears once
+        "Baking",
+        "Bake at 250 degrees for forty minutes.",
+    ]
+
+
+def test_docx_title_from_heading_when_no_property() -> None:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = ""
+    document.add_paragraph("Intro line.")
+    document.add_heading("The Heading", level=1)
+    out = io.BytesIO()
+    document.save(out)
+    assert parse_document(out.getvalue(), "h.docx").title == "The Heading"
+
+
+def test_docx_nested_table() -> None:
+    import docx
+
+    document = docx.Document()
+    outer = document.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "outer"
+    inner = outer.cell(0, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text = "in1"
+    inner.cell(0, 1).text = "in2"
+    out = io.BytesIO()
+    document.save(out)
+    assert parse_document(out.getvalue(), "t.docx").text == "outer\nin1 | in2"
+
+
+def test_empty_docx_is_rejected() -> None:
+    import docx
+
+    out = io.BytesIO()
+    docx.Document().save(out)
+    with pytest.raises(InvalidArgument, match=r"'empty\.docx' contains no text"):
+        parse_document(out.getvalue(), "empty.docx")
+
+
+def test_corrupt_docx_is_rejected() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("hello.txt", "not a word document")
+    with pytest.raises(InvalidArgument, match=r"'broken\.docx'.*damaged"):
+        parse_document(buffer.getvalue(), "broken.docx")
+    truncated = (FIXTURES / "sample.docx").read_bytes()[:2000]
+    with pytest.raises(InvalidArgument, match="damaged"):
+        parse_document(truncated, "broken.docx")
+
+
+def test_legacy_doc_renamed_to_docx_is_rejected() -> None:
+    with pytest.raises(InvalidArgument, match=r"not a \.docx file"):
+        parse_document(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100, "old.docx")
+
+
+# --------------------------------------------------------------------------- sample corpus
+
+
+def test_sample_corpus_parses() -> None:
+    files = sorted(p for p in CORPUS.iterdir() if p.is_file())
+    assert 6 <= len(files) <= 10
+    assert {p.suffix for p in files} >= {".md", ".txt", ".html"}
+    for path in files:
+        doc = parse_document(path.read_bytes(), path.name)
+        assert 150 <= len(doc.text.split()) <= 600, path.name
+        assert doc.title
