@@ -60,8 +60,10 @@ def _ingest(client: GatewayClient, paths: list[Path], collection: str) -> tuple[
 
 def _print_hits(result: dict) -> None:
     table = Table(show_lines=False)
-    for col in ("#", "score", "document", "text"):
-        table.add_column(col, overflow="fold")
+    table.add_column("#", no_wrap=True)
+    table.add_column("score", no_wrap=True)
+    table.add_column("document", no_wrap=True)
+    table.add_column("text", overflow="fold")
     for i, hit in enumerate(result["hits"], start=1):
         snippet = " ".join(hit["text"].split())[:160]
         table.add_row(str(i), f"{hit['score']:.4f}", hit["document_name"], snippet)

@@ -74,7 +74,7 @@ def parse_filter(d: dict[str, Any] | None) -> MetadataFilter | None:
         return None
     if not isinstance(d, dict):
         raise InvalidArgument(
-            f"filter must be an object like {{\"year\": 2021}}, got {type(d).__name__}"
+            f'filter must be an object like {{"year": 2021}}, got {type(d).__name__}'
         )
     conditions: list[Condition] = []
     for field, spec in d.items():
@@ -149,20 +149,25 @@ def _scalar(field: str, op: str, value: Any) -> Scalar:
         if value.is_integer() and abs(value) < 2**53:
             return int(value)
         return value
-    kind = "an object" if isinstance(value, dict) else "a list" if isinstance(value, list) else (
-        type(value).__name__
-    )
     hint = " (lists go with $in or $nin)" if isinstance(value, list) else ""
     raise InvalidArgument(
         f"filter field '{field}' operator {op} needs a string, number or boolean, "
-        f"got {kind}{hint}"
+        f"got {_kind(value)}{hint}"
     )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
 
 
 def _scalar_list(field: str, op: str, value: Any) -> tuple[Scalar, ...]:
     if not isinstance(value, list | tuple):
         raise InvalidArgument(
-            f"filter field '{field}' operator {op} needs a list, e.g. {{\"{op}\": [\"a\", \"b\"]}}"
+            f'filter field \'{field}\' operator {op} needs a list, e.g. {{"{op}": ["a", "b"]}}'
         )
     if not value:
         raise InvalidArgument(f"filter field '{field}' operator {op} has an empty list")

@@ -60,7 +60,9 @@ def test_tokenize_returns_offsets_into_the_text(suite) -> None:  # type: ignore[
     reply = _call(suite.target("embedder"), "Tokenize", embedder_pb2.TokenizeRequest(texts=[text]))
     tokens = reply.texts[0]
     assert tokens.num_tokens == len(tokens.starts) == len(tokens.ends) > 5
-    assert text[tokens.starts[0] : tokens.ends[0]].lower() == "photo"
+    pieces = [text[s:e] for s, e in zip(tokens.starts, tokens.ends, strict=True)]
+    assert pieces[0].lower() == "photos" and pieces[-1] == "."
+    assert "".join(pieces) == text.replace(" ", "")
 
 
 def test_info_reports_the_model(suite) -> None:  # type: ignore[no-untyped-def]

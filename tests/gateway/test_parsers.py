@@ -83,7 +83,7 @@ def test_unsupported_media_type_maps_to_415() -> None:
 
 
 def test_parse_rejects_unsupported_before_reading() -> None:
-    with pytest.raises(UnsupportedMediaType, match="image.png"):
+    with pytest.raises(UnsupportedMediaType, match=r"image\.png"):
         parse_document(b"\x89PNG\r\n\x1a\n", "image.png", "image/png")
 
 
@@ -157,10 +157,16 @@ def test_binary_junk_is_rejected() -> None:
         parse_document(junk, "junk.txt")
 
 
-@pytest.mark.parametrize("data", [b"", b"   \n\t  "])
-def test_empty_upload_is_rejected(data: bytes) -> None:
-    with pytest.raises(InvalidArgument, match=r"'empty\.txt' is empty"):
-        parse_document(data, "empty.txt")
+@pytest.mark.parametrize("filename", ["empty.txt", "empty.md", "empty.html", "empty.pdf"])
+def test_empty_upload_is_rejected(filename: str) -> None:
+    with pytest.raises(InvalidArgument, match=rf"'{filename}' is empty.*contains no text"):
+        parse_document(b"", filename)
+
+
+@pytest.mark.parametrize("filename", ["blank.txt", "blank.md", "blank.html"])
+def test_whitespace_upload_has_no_text(filename: str) -> None:
+    with pytest.raises(InvalidArgument, match=rf"'{filename}' contains no text"):
+        parse_document(b"   \n\t \r\n ", filename)
 
 
 def test_invisible_only_text_has_no_text() -> None:
@@ -241,8 +247,7 @@ def test_html_text_and_structure() -> None:
     assert doc.metadata["lang"] == "en"
     assert doc.text.split("\n\n") == [
         "Honeybees",
-        "Bees dance to communicate.",
-        "A new line.",
+        "Bees dance to communicate.\nA new line.",
         "Outer inline text",
         "inner block",
         "tail",

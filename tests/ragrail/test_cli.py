@@ -66,7 +66,7 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
     try:
         _wait_for(proc, "ragrail is up", lines, timeout_s=240)
         output = "".join(lines)
-        assert "honeybee-colonies.md" in output  # the demo search answered from the sample
+        assert "honeybee-colonies.md" in output, output  # the demo search answered from the sample
         gateway = f"http://127.0.0.1:{env['RAGRAIL_GATEWAY_PORT']}"
 
         search = subprocess.run(

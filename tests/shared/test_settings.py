@@ -9,6 +9,16 @@ from services.retriever.settings import RetrieverSettings
 from shared.settings import DEFAULT_PORTS
 
 
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings tests see only the variables they set (the suite fixture sets ports)."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("RAGRAIL_"):
+            monkeypatch.delenv(key)
+
+
 def test_defaults_work_offline() -> None:
     settings = EmbedderSettings()
     assert settings.port == DEFAULT_PORTS["embedder"][0]

@@ -98,6 +98,7 @@ _NONE, _AFTER_HEADING, _WORD_BREAK, _CLAUSE, _LINE_BREAK, _SENTENCE, _PARAGRAPH 
 _PARAGRAPH_GAP = re.compile(r"\n[^\S\n]*\n")
 _MD_HEADING = re.compile(r" {0,3}#{1,6}[ \t]")
 _MAX_HEADING_CHARS = 80
+_MAX_HEADING_LINE = 300  # longest line examined for a Markdown heading
 # "2." or "b)" opening a line is a list item's number, not the end of a sentence.
 _LIST_MARKER = re.compile(r"[^\S\n]*(?:\d{1,3}|[A-Za-z]|[ivxIVX]{1,4})[.)]")
 # A sentence ends with . ! ? or an ellipsis, maybe followed by closing quotes or brackets.
@@ -199,6 +200,16 @@ def _starts_word(text: str, prev_end: int, next_start: int) -> bool:
     )
 
 
+def _line_before(text: str, pos: int, max_chars: int) -> str | None:
+    """The text from the start of the line holding ``pos`` up to ``pos``, or None when that
+    is longer than ``max_chars`` (bounded, so long lines cost no more than short ones)."""
+    low = max(0, pos - max_chars - 1)
+    newline = text.rfind("\n", low, pos)
+    if newline < 0 and low > 0:
+        return None
+    return text[newline + 1 : pos]
+
+
 def _looks_like_heading(line: str) -> bool:
     """A Markdown heading, or a short line that does not end a sentence (a heading in text
     from HTML, DOCX or PDF, or a line introducing a list with a colon)."""
@@ -214,8 +225,8 @@ def _boundary_strength(text: str, prev_end: int, next_start: int) -> int:
     gap = text[prev_end:next_start]  # empty when tokens touch (or overlap)
     if _PARAGRAPH_GAP.search(gap):
         # Ending right after a heading would separate it from its section.
-        line = text[text.rfind("\n", 0, prev_end) + 1 : prev_end]
-        return _AFTER_HEADING if _looks_like_heading(line) else _PARAGRAPH
+        line = _line_before(text, prev_end, _MAX_HEADING_LINE)
+        return _AFTER_HEADING if line is not None and _looks_like_heading(line) else _PARAGRAPH
     before = text[max(0, prev_end - 8) : prev_end]
     if _CJK_SENTENCE_END.search(before):
         return _SENTENCE
@@ -224,7 +235,7 @@ def _boundary_strength(text: str, prev_end: int, next_start: int) -> int:
     if (
         _SENTENCE_END.search(before)
         and not text[next_start : next_start + 1].islower()  # "e.g. the", "approx. five"
-        and not _LIST_MARKER.fullmatch(text, text.rfind("\n", 0, prev_end) + 1, prev_end)
+        and not _LIST_MARKER.fullmatch(_line_before(text, prev_end, 12) or "")
     ):
         return _SENTENCE
     if "\n" in gap:
@@ -255,7 +266,7 @@ def _checked_spans(text: str, spans: TokenSpans) -> tuple[list[int], list[int]]:
             raise RagrailError("Token spans are not in text order.")
         starts.append(start)
         ends.append(end)
-    covered = ends[-1] if ends else 0
+    covered = max(ends, default=0)
     if any(ch.isalnum() for ch in text[covered:]):
         raise RagrailError(
             f"The tokenizer covered only the first {covered} of {length} characters; it is "

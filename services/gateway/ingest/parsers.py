@@ -302,6 +302,7 @@ _HTML_CELL = frozenset({"td", "th"})
 _PARA = "\x00P"  # sentinels in the piece list; NUL never survives into text
 _LINE = "\x00L"
 _CELL = "\x00C"
+_WHITESPACE = re.compile(r"\s+")
 _CELL_AT_LINE_END = re.compile(r"\x00C(?=(?:\s|\x00C)*(?:\x00[PL]|\Z))")
 
 
@@ -328,7 +329,7 @@ def _html_text(root: Any) -> str:
             if pre_depth:
                 pieces.append(text.replace("\n", _LINE))
             else:
-                pieces.append(re.sub(r"\s+", " ", text))
+                pieces.append(_WHITESPACE.sub(" ", text))
             continue
         if not isinstance(node, Tag):
             continue
@@ -564,8 +565,10 @@ def parse_document(data: bytes, filename: str, content_type: str | None = None) 
     """
     resolved = detect_content_type(filename, content_type)
     name = _basename(filename) or "upload"
-    if not data or data.isspace():
-        raise InvalidArgument(f"'{name}' is empty. Upload a file that contains some text.")
+    if not data:
+        raise InvalidArgument(
+            f"'{name}' is empty (0 bytes) and contains no text. Upload a file with some text."
+        )
     text, title, metadata = _PARSERS[resolved](data, filename)
     if not text.strip():
         raise InvalidArgument(

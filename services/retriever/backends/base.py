@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from services.retriever.filters import MetadataFilter
 
 _COLLECTION_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-COLLECTION_NAME_RULE = (
-    "1-64 characters: lowercase letters, digits and '_', starting with a letter"
-)
+COLLECTION_NAME_RULE = "1-64 characters: lowercase letters, digits and '_', starting with a letter"
 
 
 @dataclass
@@ -63,9 +61,7 @@ def validate_collection_name(name: str) -> str:
 
 
 def collection_not_found(name: str) -> NotFound:
-    return NotFound(
-        f"collection '{name}' does not exist; create it with POST /v1/collections"
-    )
+    return NotFound(f"collection '{name}' does not exist; create it with POST /v1/collections")
 
 
 def validate_top_k(k: int, limit: int) -> None:

@@ -1,14 +1,11 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
+from shared.proto.ragrail.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
-
-from shared.proto.ragrail.v1 import common_pb2 as _common_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -24,7 +21,6 @@ class FusionMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FUSION_METHOD_UNSPECIFIED: _ClassVar[FusionMethod]
     FUSION_METHOD_RRF: _ClassVar[FusionMethod]
     FUSION_METHOD_WEIGHTED: _ClassVar[FusionMethod]
-
 SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_DENSE: SearchMode
 SEARCH_MODE_SPARSE: SearchMode
@@ -34,7 +30,7 @@ FUSION_METHOD_RRF: FusionMethod
 FUSION_METHOD_WEIGHTED: FusionMethod
 
 class Collection(_message.Message):
-    __slots__ = ("created_at", "description", "dimension", "name")
+    __slots__ = ("name", "dimension", "description", "created_at")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -43,16 +39,10 @@ class Collection(_message.Message):
     dimension: int
     description: str
     created_at: float
-    def __init__(
-        self,
-        name: str | None = ...,
-        dimension: int | None = ...,
-        description: str | None = ...,
-        created_at: float | None = ...,
-    ) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dimension: _Optional[int] = ..., description: _Optional[str] = ..., created_at: _Optional[float] = ...) -> None: ...
 
 class CreateCollectionRequest(_message.Message):
-    __slots__ = ("description", "dimension", "exist_ok", "name")
+    __slots__ = ("name", "dimension", "description", "exist_ok")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -61,13 +51,7 @@ class CreateCollectionRequest(_message.Message):
     dimension: int
     description: str
     exist_ok: bool
-    def __init__(
-        self,
-        name: str | None = ...,
-        dimension: int | None = ...,
-        description: str | None = ...,
-        exist_ok: bool | None = ...,
-    ) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dimension: _Optional[int] = ..., description: _Optional[str] = ..., exist_ok: _Optional[bool] = ...) -> None: ...
 
 class ListCollectionsRequest(_message.Message):
     __slots__ = ()
@@ -77,13 +61,13 @@ class ListCollectionsResponse(_message.Message):
     __slots__ = ("collections",)
     COLLECTIONS_FIELD_NUMBER: _ClassVar[int]
     collections: _containers.RepeatedCompositeFieldContainer[Collection]
-    def __init__(self, collections: _Iterable[Collection | _Mapping] | None = ...) -> None: ...
+    def __init__(self, collections: _Optional[_Iterable[_Union[Collection, _Mapping]]] = ...) -> None: ...
 
 class DeleteCollectionRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: str | None = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class DeleteCollectionResponse(_message.Message):
     __slots__ = ()
@@ -93,7 +77,7 @@ class GetCollectionStatsRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: str | None = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class CollectionStats(_message.Message):
     __slots__ = ("collection", "num_chunks", "num_documents")
@@ -103,15 +87,10 @@ class CollectionStats(_message.Message):
     collection: Collection
     num_chunks: int
     num_documents: int
-    def __init__(
-        self,
-        collection: Collection | _Mapping | None = ...,
-        num_chunks: int | None = ...,
-        num_documents: int | None = ...,
-    ) -> None: ...
+    def __init__(self, collection: _Optional[_Union[Collection, _Mapping]] = ..., num_chunks: _Optional[int] = ..., num_documents: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("chunk_index", "document_id", "document_name", "id", "metadata", "text", "vector")
+    __slots__ = ("id", "document_id", "text", "vector", "metadata", "document_name", "chunk_index")
     ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -126,42 +105,28 @@ class Chunk(_message.Message):
     metadata: _struct_pb2.Struct
     document_name: str
     chunk_index: int
-    def __init__(
-        self,
-        id: str | None = ...,
-        document_id: str | None = ...,
-        text: str | None = ...,
-        vector: _Iterable[float] | None = ...,
-        metadata: _struct_pb2.Struct | _Mapping | None = ...,
-        document_name: str | None = ...,
-        chunk_index: int | None = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., document_id: _Optional[str] = ..., text: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., document_name: _Optional[str] = ..., chunk_index: _Optional[int] = ...) -> None: ...
 
 class UpsertChunksRequest(_message.Message):
-    __slots__ = ("chunks", "collection", "replace_documents")
+    __slots__ = ("collection", "chunks", "replace_documents")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
     replace_documents: bool
-    def __init__(
-        self,
-        collection: str | None = ...,
-        chunks: _Iterable[Chunk | _Mapping] | None = ...,
-        replace_documents: bool | None = ...,
-    ) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ..., replace_documents: _Optional[bool] = ...) -> None: ...
 
 class UpsertChunksResponse(_message.Message):
-    __slots__ = ("deleted", "upserted")
+    __slots__ = ("upserted", "deleted")
     UPSERTED_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
     upserted: int
     deleted: int
-    def __init__(self, upserted: int | None = ..., deleted: int | None = ...) -> None: ...
+    def __init__(self, upserted: _Optional[int] = ..., deleted: _Optional[int] = ...) -> None: ...
 
 class Document(_message.Message):
-    __slots__ = ("id", "metadata", "name", "num_chunks")
+    __slots__ = ("id", "name", "num_chunks", "metadata")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_CHUNKS_FIELD_NUMBER: _ClassVar[int]
@@ -170,13 +135,7 @@ class Document(_message.Message):
     name: str
     num_chunks: int
     metadata: _struct_pb2.Struct
-    def __init__(
-        self,
-        id: str | None = ...,
-        name: str | None = ...,
-        num_chunks: int | None = ...,
-        metadata: _struct_pb2.Struct | _Mapping | None = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., num_chunks: _Optional[int] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListDocumentsRequest(_message.Message):
     __slots__ = ("collection", "limit", "offset")
@@ -186,9 +145,7 @@ class ListDocumentsRequest(_message.Message):
     collection: str
     limit: int
     offset: int
-    def __init__(
-        self, collection: str | None = ..., limit: int | None = ..., offset: int | None = ...
-    ) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class ListDocumentsResponse(_message.Message):
     __slots__ = ("documents", "total")
@@ -196,9 +153,7 @@ class ListDocumentsResponse(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     documents: _containers.RepeatedCompositeFieldContainer[Document]
     total: int
-    def __init__(
-        self, documents: _Iterable[Document | _Mapping] | None = ..., total: int | None = ...
-    ) -> None: ...
+    def __init__(self, documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class DeleteDocumentsRequest(_message.Message):
     __slots__ = ("collection", "document_ids")
@@ -206,31 +161,16 @@ class DeleteDocumentsRequest(_message.Message):
     DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
     collection: str
     document_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(
-        self, collection: str | None = ..., document_ids: _Iterable[str] | None = ...
-    ) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteDocumentsResponse(_message.Message):
     __slots__ = ("deleted",)
     DELETED_FIELD_NUMBER: _ClassVar[int]
     deleted: int
-    def __init__(self, deleted: int | None = ...) -> None: ...
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = (
-        "candidate_k",
-        "collection",
-        "dense_weight",
-        "filter",
-        "fusion",
-        "include_vectors",
-        "mode",
-        "query_text",
-        "query_vector",
-        "rrf_k",
-        "sparse_weight",
-        "top_k",
-    )
+    __slots__ = ("collection", "query_text", "query_vector", "mode", "top_k", "filter", "fusion", "rrf_k", "dense_weight", "sparse_weight", "candidate_k", "include_vectors")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -255,24 +195,10 @@ class SearchRequest(_message.Message):
     sparse_weight: float
     candidate_k: int
     include_vectors: bool
-    def __init__(
-        self,
-        collection: str | None = ...,
-        query_text: str | None = ...,
-        query_vector: _Iterable[float] | None = ...,
-        mode: SearchMode | str | None = ...,
-        top_k: int | None = ...,
-        filter: _struct_pb2.Struct | _Mapping | None = ...,
-        fusion: FusionMethod | str | None = ...,
-        rrf_k: int | None = ...,
-        dense_weight: float | None = ...,
-        sparse_weight: float | None = ...,
-        candidate_k: int | None = ...,
-        include_vectors: bool | None = ...,
-    ) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., query_text: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rrf_k: _Optional[int] = ..., dense_weight: _Optional[float] = ..., sparse_weight: _Optional[float] = ..., candidate_k: _Optional[int] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk", "dense_rank", "dense_score", "score", "sparse_rank", "sparse_score")
+    __slots__ = ("chunk", "score", "dense_score", "sparse_score", "dense_rank", "sparse_rank")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     DENSE_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -285,15 +211,7 @@ class SearchHit(_message.Message):
     sparse_score: float
     dense_rank: int
     sparse_rank: int
-    def __init__(
-        self,
-        chunk: Chunk | _Mapping | None = ...,
-        score: float | None = ...,
-        dense_score: float | None = ...,
-        sparse_score: float | None = ...,
-        dense_rank: int | None = ...,
-        sparse_rank: int | None = ...,
-    ) -> None: ...
+    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., dense_score: _Optional[float] = ..., sparse_score: _Optional[float] = ..., dense_rank: _Optional[int] = ..., sparse_rank: _Optional[int] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "mode")
@@ -301,20 +219,12 @@ class SearchResponse(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
     mode: SearchMode
-    def __init__(
-        self,
-        hits: _Iterable[SearchHit | _Mapping] | None = ...,
-        mode: SearchMode | str | None = ...,
-    ) -> None: ...
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[SearchMode, str]] = ...) -> None: ...
 
 class RetrieverInfo(_message.Message):
-    __slots__ = ("modes", "service")
+    __slots__ = ("service", "modes")
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     MODES_FIELD_NUMBER: _ClassVar[int]
     service: _common_pb2.ServiceInfo
     modes: _containers.RepeatedScalarFieldContainer[SearchMode]
-    def __init__(
-        self,
-        service: _common_pb2.ServiceInfo | _Mapping | None = ...,
-        modes: _Iterable[SearchMode | str] | None = ...,
-    ) -> None: ...
+    def __init__(self, service: _Optional[_Union[_common_pb2.ServiceInfo, _Mapping]] = ..., modes: _Optional[_Iterable[_Union[SearchMode, str]]] = ...) -> None: ...

@@ -1,0 +1,857 @@
+"""Milvus backend: one Milvus collection per ragrail collection, through `pymilvus.MilvusClient`.
+
+The uri is either a Milvus Lite path ending in `.db` or a Milvus server (http://host:19530);
+both take the same code path. Each collection holds the chunk columns, a dense `vector`
+(COSINE) and a `sparse` vector that Milvus's own BM25 Function derives from `text`.
+
+Found by experiment with pymilvus 3.0.2 and milvus-lite 3.2.2 (not assumed):
+
+- Milvus Lite 3 is a pure-Python engine that serves the Milvus gRPC protocol from a thread of
+  this process. The `.db` path is a directory (parquet segments, a WAL, a LOCK file). Only one
+  process can open it: a second one gets "Open local milvus failed" (DataDirLockedError in the
+  log). `MilvusClient.close()` does not let go of it, so `close()` here also stops the
+  in-process server once no other store of this process uses the path.
+- Analyzer: Lite accepts only the tokenizers 'standard' and 'jieba' ({"type": "english"} is
+  rejected). Its standard tokenizer is `\\w+` plus lowercasing; of the filters it applies
+  only {"type": "stop", "stop_words": [...]} with literal words: "_english_" is taken as the
+  word "_english_", and "lowercase" and "stemmer" entries are accepted but ignored. So Lite
+  has no stemming ("run" does not find "running"). DEFAULT_ANALYZER_PARAMS therefore lists
+  English stop words explicitly (honoured by Lite and by a server) and asks for the English
+  Snowball stemmer, which a Milvus server applies and Lite skips. Stop words come before the
+  stemmer so they are matched unstemmed.
+- BM25 on Lite: the distance is the negated score (a server returns the score), and IDF and
+  average length are computed per segment. Rows not yet flushed sit in a memtable whose
+  indexes are rebuilt on every search: on 5,000 rows a BM25 search took 1.5 s before a flush
+  and 13 ms after, a dense one 230 ms and 23 ms. Flushing after every write halves ingest
+  speed, so on Lite a store flushes a collection before the first read after a write. On a
+  server, collections are created with Strong consistency and never flushed by hand.
+- Lite loads nothing on startup: after reopening the path, search and query fail with
+  "state 'released'" until load_collection, so a store loads each collection on first use.
+- Lite drops the schema description; collection properties survive reopening, so the
+  description and creation time are kept there.
+- Lite accepts `in [...]` only on plain columns, not on `metadata["k"]`: see filters.py.
+- `drop_collection` of a missing collection succeeds silently, `delete` returns no count on
+  either engine, and `delete(ids=...)`/`get(ids=...)` paste ids between single quotes without
+  escaping them; so this module checks existence itself, counts by querying ids first, and
+  deletes with its own escaped `id in [...]` filter.
+- pymilvus logs a traceback at ERROR for every failed call before raising it; the errors are
+  turned into domain errors here, so those records are dropped (see _QuietRpcErrors).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import grpc
+import pymilvus
+from pymilvus import DataType, Function, FunctionType, MilvusClient
+from pymilvus.client.types import LoadState
+from pymilvus.exceptions import ConnectionConfigException, ErrorCode, MilvusException
+
+from services.retriever.backends.base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    ScoredChunk,
+    VectorStore,
+    collection_not_found,
+    validate_collection_name,
+    validate_top_k,
+)
+from services.retriever.filters import MetadataFilter, string_list, to_milvus_expr
+from shared.errors import (
+    AlreadyExists,
+    DeadlineExceeded,
+    InvalidArgument,
+    RagrailError,
+    ResourceExhausted,
+    Unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+# Lucene's English stop set, the one Milvus's "_english_" names, spelt out because Lite
+# only understands literal lists.
+# fmt: off
+ENGLISH_STOP_WORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+)
+# fmt: on
+DEFAULT_ANALYZER_PARAMS: dict[str, Any] = {
+    "tokenizer": "standard",
+    "filter": [
+        "lowercase",
+        {"type": "stop", "stop_words": list(ENGLISH_STOP_WORDS)},
+        {"type": "stemmer", "language": "english"},
+    ],
+}
+
+# Build parameters per dense index type; the search parameters go with them.
+INDEX_BUILD_PARAMS: dict[str, dict[str, Any]] = {
+    "AUTOINDEX": {},
+    "FLAT": {},
+    "HNSW": {"M": 16, "efConstruction": 200},
+    "IVF_FLAT": {"nlist": 128},
+}
+MAX_DIMENSION = 32_768  # Milvus's limit for FLOAT_VECTOR
+MAX_TOP_K = 16_384  # Milvus's limit for one search
+# VARCHAR limits are in bytes on a Milvus server, so they are checked on UTF-8 bytes here.
+MAX_ID_BYTES = 2_048
+MAX_NAME_BYTES = 4_096
+MAX_TEXT_BYTES = 65_535
+MAX_METADATA_BYTES = 65_536
+MAX_DESCRIPTION_CHARS = 4_096
+UPSERT_BATCH = 512  # rows per call: keeps one gRPC message far below its size limit
+DELETE_BATCH = 1_024  # ids per `id in [...]` expression
+DOCUMENT_BATCH = 256  # document ids per `document_id in [...]` expression
+QUERY_BATCH = 4_096  # rows per query-iterator page
+
+_PROP_DESCRIPTION = "ragrail.description"
+_PROP_CREATED_AT = "ragrail.created_at"
+_PROP_SCHEMA = "ragrail.schema_version"
+_SCHEMA_VERSION = "1"
+_OUTPUT_FIELDS = ["id", "document_id", "document_name", "chunk_index", "text", "metadata"]
+_PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CONNECT_CODES = {2, grpc.StatusCode.UNAVAILABLE}  # 2: pymilvus's "cannot connect"
+_CREATING = "creating the collection"
+_DEADLINE_CODES = {grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+class _QuietRpcErrors(logging.Filter):
+    """Drops pymilvus's traceback-per-failed-call records: the caller gets a domain error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.funcName != "_log_rpc_error"
+
+
+class _NoRecoveryTracebacks(logging.Filter):
+    """Keeps pymilvus's one-line "Connection recovery failed" warning, minus its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.funcName == "_recover":
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+logging.getLogger("pymilvus.decorators").addFilter(_QuietRpcErrors())
+logging.getLogger("pymilvus.client.connection_manager").addFilter(_NoRecoveryTracebacks())
+
+
+# -- Milvus Lite servers shared within this process ------------------------------------
+
+_lite_lock = threading.Lock()
+_lite_users: dict[str, int] = {}
+
+
+def _lite_acquire(path: str) -> None:
+    with _lite_lock:
+        _lite_users[path] = _lite_users.get(path, 0) + 1
+
+
+def _lite_release(path: str) -> None:
+    # pymilvus runs one Lite server per path per process; stopping it while another store
+    # still uses it would break that store, hence the count.
+    with _lite_lock:
+        users = _lite_users.get(path, 0) - 1
+        if users > 0:
+            _lite_users[path] = users
+            return
+        _lite_users.pop(path, None)
+    from milvus_lite.server_manager import server_manager_instance
+
+    server_manager_instance.release_server(path)
+
+
+class MilvusStore(VectorStore):
+    name = "milvus"
+
+    def __init__(
+        self,
+        uri: str,
+        token: str = "",
+        db_name: str = "",
+        timeout_s: float = 10.0,
+        index_type: str = "AUTOINDEX",
+        collection_prefix: str = "ragrail_",
+        analyzer_params: dict[str, Any] | None = None,
+    ) -> None:
+        _check_options(uri, timeout_s, index_type, collection_prefix)
+        self._uri = uri
+        self._is_lite = uri.endswith(".db")
+        self._lite_path = os.path.abspath(uri) if self._is_lite else ""
+        self._db_name = db_name
+        self._timeout = timeout_s
+        self._index_type = index_type
+        self._prefix = collection_prefix
+        # A copy, so a caller mutating its dict cannot change collections created later.
+        self._analyzer: dict[str, Any] = json.loads(
+            json.dumps(DEFAULT_ANALYZER_PARAMS if analyzer_params is None else analyzer_params)
+        )
+        # Writes are serialised: Lite's engine is not safe for concurrent writers to one
+        # collection, and counting-then-deleting must not interleave. Reads run in parallel.
+        self._write_lock = threading.RLock()
+        # Collections known to exist and be loaded, with their dimension. Plain dict/set
+        # operations are atomic under the GIL, so reads need no lock.
+        self._known: dict[str, int] = {}
+        self._dirty: set[str] = set()  # Lite: written since the last flush
+        self._closed = False
+        self._client = self._connect(token)
+
+    # -- connection and errors ---------------------------------------------------------
+
+    @property
+    def display_uri(self) -> str:
+        """The uri without credentials, safe to log and show."""
+        if self._is_lite:
+            return self._uri
+        parsed = urlparse(self._uri)
+        if parsed.username or parsed.password:
+            host = parsed.hostname or ""
+            netloc = f"{host}:{parsed.port}" if parsed.port else host
+            return parsed._replace(netloc=netloc).geturl()
+        return self._uri
+
+    def _connect(self, token: str) -> MilvusClient:
+        if self._is_lite:
+            self._prepare_lite_path()
+        try:
+            client = MilvusClient(
+                uri=self._uri, token=token, db_name=self._db_name, timeout=self._timeout
+            )
+        except MilvusException as exc:
+            raise self._connect_error(exc) from exc
+        if self._is_lite:
+            _lite_acquire(self._lite_path)
+        return client
+
+    def _prepare_lite_path(self) -> None:
+        path = Path(self._uri)
+        if path.is_file():
+            raise Unavailable(
+                f"{self._uri} is a file, but Milvus Lite 3 keeps its data in a directory of "
+                "that name (the file was probably written by Milvus Lite 2, which this "
+                "version cannot read); move it away or choose another RAGRAIL_RETRIEVER_MILVUS_URI"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Unavailable(
+                f"cannot create the directory for Milvus Lite data {self._uri}: {exc}; "
+                "choose a writable RAGRAIL_RETRIEVER_MILVUS_URI"
+            ) from exc
+
+    def _connect_error(self, exc: MilvusException) -> Unavailable:
+        if self._is_lite:
+            return Unavailable(
+                f"cannot open Milvus Lite data at {self._uri} ({exc.message}); only one "
+                "process can use it at a time: stop the other one, or run a Milvus server "
+                "and set RAGRAIL_RETRIEVER_MILVUS_URI to it"
+            )
+        return Unavailable(
+            f"cannot connect to Milvus at {self.display_uri} ({exc.message}); check that it "
+            "is running and that RAGRAIL_RETRIEVER_MILVUS_URI and the token are right"
+        )
+
+    @contextmanager
+    def _errors(self, action: str, collection: str | None = None) -> Iterator[None]:
+        """Turns pymilvus and gRPC failures of `action` into domain errors."""
+        if self._closed:
+            raise Unavailable("the Milvus store is closed; the retriever is shutting down")
+        try:
+            yield
+        except MilvusException as exc:
+            raise self._domain_error(exc, action, collection) from exc
+        except grpc.RpcError as exc:
+            raise Unavailable(
+                f"Milvus at {self.display_uri} failed while {action} ({exc.code().name}); "
+                "check that it is running"
+            ) from exc
+
+    def _domain_error(
+        self, exc: MilvusException, action: str, collection: str | None
+    ) -> RagrailError:
+        message = exc.message or str(exc)
+        lowered = message.lower()
+        if collection is not None and _is_not_found(exc.code, lowered):
+            self._forget(collection)
+            return collection_not_found(collection)
+        if action == _CREATING and "already exist" in lowered:
+            return AlreadyExists(
+                f"collection '{collection}' already exists; delete it first or choose another name"
+            )
+        if exc.code == ErrorCode.RATE_LIMIT:
+            return ResourceExhausted(f"Milvus is rate-limiting {action}; retry in a moment")
+        # The code comes before the text: pymilvus reports a server that stayed down as
+        # "Retry timeout" with code UNAVAILABLE.
+        if isinstance(exc, ConnectionConfigException) or exc.code in _CONNECT_CODES:
+            return self._unreachable(action, message)
+        if exc.code in _DEADLINE_CODES or "timeout" in lowered or "deadline" in lowered:
+            return DeadlineExceeded(
+                f"Milvus at {self.display_uri} did not finish {action} within "
+                f"{self._timeout:g} s; retry, or raise RAGRAIL_RETRIEVER_MILVUS_TIMEOUT_S"
+            )
+        if "connect" in lowered or "unavailable" in lowered:
+            return self._unreachable(action, message)
+        log.warning("Milvus failed while %s: %s", action, message)
+        return RagrailError(f"Milvus failed while {action}: {message}")
+
+    def _unreachable(self, action: str, message: str) -> Unavailable:
+        return Unavailable(
+            f"cannot reach Milvus at {self.display_uri} while {action} ({message}); "
+            "check that it is running"
+        )
+
+    # -- collection bookkeeping --------------------------------------------------------
+
+    def _mname(self, name: str) -> str:
+        return self._prefix + name
+
+    def _forget(self, name: str) -> None:
+        self._known.pop(name, None)
+        self._dirty.discard(name)
+
+    def _open(self, name: str) -> int:
+        """Checks the collection exists (NotFound otherwise), loads it once, returns its
+        dimension."""
+        validate_collection_name(name)
+        dimension = self._known.get(name)
+        if dimension is not None:
+            return dimension
+        mname = self._mname(name)
+        with self._errors("opening the collection", name):
+            info = self._client.describe_collection(mname, timeout=self._timeout)
+            state = self._client.get_load_state(mname, timeout=self._timeout)
+            if state.get("state") != LoadState.Loaded:
+                self._client.load_collection(mname, timeout=self._timeout)
+        dimension = _dimension(info)
+        if dimension is None:
+            raise collection_not_found(name)  # a foreign collection that shares the prefix
+        self._known[name] = dimension
+        return dimension
+
+    def _flush_if_dirty(self, name: str) -> None:
+        if name not in self._dirty:
+            return
+        with self._write_lock:
+            if name not in self._dirty:
+                return  # another reader flushed it meanwhile
+            with self._errors("flushing the collection", name):
+                self._client.flush(self._mname(name), timeout=self._timeout)
+            self._dirty.discard(name)
+
+    def _mark_dirty(self, name: str) -> None:
+        if self._is_lite:
+            self._dirty.add(name)
+
+    # -- VectorStore -------------------------------------------------------------------
+
+    def describe(self) -> dict[str, str]:
+        facts = {
+            "uri": self.display_uri,
+            "mode": "milvus-lite" if self._is_lite else "milvus-server",
+            "db_name": self._db_name or "default",
+            "index_type": self._index_type,
+            "metric": "COSINE",
+            "sparse": "BM25 function, SPARSE_INVERTED_INDEX",
+            "analyzer": _analyzer_summary(self._analyzer),
+            "collection_prefix": self._prefix,
+            "pymilvus": pymilvus.__version__,
+        }
+        if self._is_lite:
+            facts["stemming"] = "off (Milvus Lite ignores stemmer filters)"
+        return facts
+
+    def create_collection(
+        self, name: str, dimension: int, description: str = ""
+    ) -> CollectionRecord:
+        validate_collection_name(name)
+        _check_new_collection(dimension, description)
+        mname = self._mname(name)
+        created_at = time.time()
+        with self._write_lock, self._errors(_CREATING, name):
+            if self._client.has_collection(mname, timeout=self._timeout):
+                raise AlreadyExists(
+                    f"collection '{name}' already exists; delete it first or choose another name"
+                )
+            self._client.create_collection(
+                mname,
+                schema=self._schema(dimension),
+                properties={
+                    _PROP_DESCRIPTION: description,
+                    _PROP_CREATED_AT: repr(created_at),
+                    _PROP_SCHEMA: _SCHEMA_VERSION,
+                },
+                consistency_level="Strong",  # counts and reads see every finished write
+                timeout=self._timeout,
+            )
+            # Passing index_params to create_collection would wait for the (empty) indexes
+            # by polling every 0.5 s through AllocTimestamp, which Lite does not implement
+            # and logs a traceback for; an empty collection has nothing to wait for.
+            try:
+                self._client.create_index(
+                    mname, self._index_params(), timeout=self._timeout, sync=False
+                )
+                self._client.load_collection(mname, timeout=self._timeout)
+            except MilvusException:
+                # A collection without its indexes can be neither loaded nor searched.
+                with suppress(MilvusException):
+                    self._client.drop_collection(mname, timeout=self._timeout)
+                raise
+        self._known[name] = dimension
+        return CollectionRecord(name, dimension, description, created_at)
+
+    def get_collection(self, name: str) -> CollectionRecord:
+        validate_collection_name(name)
+        with self._errors("describing the collection", name):
+            info = self._client.describe_collection(self._mname(name), timeout=self._timeout)
+        record = _collection_record(name, info)
+        if record is None:
+            raise collection_not_found(name)
+        return record
+
+    def list_collections(self) -> list[CollectionRecord]:
+        with self._errors("listing collections"):
+            mnames = self._client.list_collections(timeout=self._timeout)
+        records: list[CollectionRecord] = []
+        for mname in mnames:
+            name = mname[len(self._prefix) :]
+            if not mname.startswith(self._prefix) or not _NAME_RE.fullmatch(name):
+                continue
+            record = self._describe_if_ours(name)
+            if record is not None:
+                records.append(record)
+        return sorted(records, key=lambda r: r.name)
+
+    def _describe_if_ours(self, name: str) -> CollectionRecord | None:
+        try:
+            return self.get_collection(name)
+        except RagrailError as exc:
+            if exc.grpc_code == grpc.StatusCode.NOT_FOUND:
+                return None  # dropped since it was listed, or not one of ours
+            raise
+
+    def delete_collection(self, name: str) -> None:
+        validate_collection_name(name)
+        mname = self._mname(name)
+        with self._write_lock, self._errors("deleting the collection", name):
+            # drop_collection succeeds on a missing collection; the caller must hear NotFound.
+            if not self._client.has_collection(mname, timeout=self._timeout):
+                raise collection_not_found(name)
+            self._client.drop_collection(mname, timeout=self._timeout)
+        self._forget(name)
+
+    def count(self, name: str) -> tuple[int, int]:
+        self._open(name)
+        self._flush_if_dirty(name)
+        mname = self._mname(name)
+        with self._errors("counting chunks", name):
+            rows = self._client.query(
+                mname, filter="", output_fields=["count(*)"], timeout=self._timeout
+            )
+        return int(rows[0]["count(*)"]), len(self._document_heads(name, ["document_id"]))
+
+    def upsert(self, name: str, chunks: list[ChunkRecord]) -> int:
+        dimension = self._open(name)
+        rows = _rows(chunks, dimension, name)
+        mname = self._mname(name)
+        with self._write_lock:
+            self._mark_dirty(name)
+            for start in range(0, len(rows), UPSERT_BATCH):
+                with self._errors("upserting chunks", name):
+                    self._client.upsert(
+                        mname, rows[start : start + UPSERT_BATCH], timeout=self._timeout
+                    )
+        return len(rows)
+
+    def delete_stale_chunks(self, name: str, document_ids: list[str], keep_ids: list[str]) -> int:
+        self._open(name)
+        keep = set(keep_ids)
+        with self._write_lock:
+            stale = [i for i in self._chunk_ids(name, document_ids) if i not in keep]
+            self._delete_ids(name, stale)
+        return len(stale)
+
+    def delete_documents(self, name: str, document_ids: list[str]) -> int:
+        self._open(name)
+        with self._write_lock:
+            ids = self._chunk_ids(name, document_ids)
+            self._delete_ids(name, ids)
+        return len(ids)
+
+    def list_documents(
+        self, name: str, limit: int, offset: int
+    ) -> tuple[list[DocumentRecord], int]:
+        if limit < 0 or offset < 0:
+            raise InvalidArgument(f"limit and offset must not be negative, got {limit}, {offset}")
+        self._open(name)
+        self._flush_if_dirty(name)
+        heads = self._document_heads(name, ["document_id", "document_name", "metadata"])
+        page = [heads[i] for i in sorted(heads)[offset : offset + limit]]
+        counts = Counter(
+            row["document_id"]
+            for row in self._chunk_rows(name, [h["document_id"] for h in page], ["document_id"])
+        )
+        documents = [
+            DocumentRecord(
+                id=h["document_id"],
+                name=h.get("document_name") or "",
+                num_chunks=counts[h["document_id"]],
+                metadata=dict(h.get("metadata") or {}),
+            )
+            for h in page
+        ]
+        return documents, len(heads)
+
+    def dense_search(
+        self,
+        name: str,
+        vector: list[float],
+        k: int,
+        flt: MetadataFilter | None,
+        include_vectors: bool = False,
+    ) -> list[ScoredChunk]:
+        dimension = self._open(name)
+        validate_top_k(k, MAX_TOP_K)
+        _check_query_vector(vector, dimension, name)
+        self._flush_if_dirty(name)
+        with self._errors("searching by vector", name):
+            results = self._client.search(
+                self._mname(name),
+                data=[[float(x) for x in vector]],
+                anns_field="vector",
+                limit=k,
+                filter=to_milvus_expr(flt) if flt else "",
+                output_fields=_fields(include_vectors),
+                search_params={"metric_type": "COSINE", "params": self._search_params(k)},
+                timeout=self._timeout,
+            )
+        # COSINE distance in Milvus is the similarity itself, larger is better.
+        return [ScoredChunk(_chunk(hit), float(hit["distance"])) for hit in results[0]]
+
+    def sparse_search(
+        self,
+        name: str,
+        text: str,
+        k: int,
+        flt: MetadataFilter | None,
+        include_vectors: bool = False,
+    ) -> list[ScoredChunk]:
+        self._open(name)
+        validate_top_k(k, MAX_TOP_K)
+        if not text.strip():
+            return []
+        self._flush_if_dirty(name)
+        with self._errors("searching by text", name):
+            results = self._client.search(
+                self._mname(name),
+                data=[text],
+                anns_field="sparse",
+                limit=k,
+                filter=to_milvus_expr(flt) if flt else "",
+                output_fields=_fields(include_vectors),
+                search_params={"metric_type": "BM25"},
+                timeout=self._timeout,
+            )
+        # Lite reports -score as the distance, a server the score; both list best first.
+        return [ScoredChunk(_chunk(hit), abs(float(hit["distance"]))) for hit in results[0]]
+
+    def close(self) -> None:
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._client.close()
+            except Exception as exc:  # closing must not mask why the service is stopping
+                log.debug("closing the Milvus client failed: %s", exc)
+            if self._is_lite:
+                _lite_release(self._lite_path)
+
+    # -- helpers that talk to Milvus ---------------------------------------------------
+
+    def _schema(self, dimension: int) -> Any:
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_ID_BYTES)
+        schema.add_field("document_id", DataType.VARCHAR, max_length=MAX_ID_BYTES)
+        schema.add_field("document_name", DataType.VARCHAR, max_length=MAX_NAME_BYTES)
+        schema.add_field("chunk_index", DataType.INT64)
+        schema.add_field(
+            "text",
+            DataType.VARCHAR,
+            max_length=MAX_TEXT_BYTES,
+            enable_analyzer=True,
+            analyzer_params=self._analyzer,
+        )
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_field("metadata", DataType.JSON)
+        schema.add_function(
+            Function(
+                name="text_bm25",
+                function_type=FunctionType.BM25,
+                input_field_names=["text"],
+                output_field_names=["sparse"],
+            )
+        )
+        return schema
+
+    def _index_params(self) -> Any:
+        params = self._client.prepare_index_params()
+        params.add_index(
+            field_name="vector",
+            index_type=self._index_type,
+            metric_type="COSINE",
+            params=INDEX_BUILD_PARAMS[self._index_type],
+        )
+        params.add_index(
+            field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
+        )
+        return params
+
+    def _search_params(self, k: int) -> dict[str, Any]:
+        if self._index_type == "HNSW":
+            return {"ef": max(k, 64)}  # ef below k would return fewer than k hits
+        if self._index_type == "IVF_FLAT":
+            return {"nprobe": 16}
+        return {}
+
+    def _query_all(self, name: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
+        """Every row matching expr."""
+        with self._errors("reading chunks", name):
+            if self._is_lite:
+                # Lite has no row cap on a plain query, and its iterator costs an extra
+                # query per call and logs a warning (no MVCC timestamp) every time.
+                return list(
+                    self._client.query(
+                        self._mname(name), filter=expr, output_fields=fields, timeout=self._timeout
+                    )
+                )
+            return self._iterate(name, expr, fields)
+
+    def _iterate(self, name: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
+        # A server caps a plain query at 16,384 rows; the iterator pages past that.
+        rows: list[dict[str, Any]] = []
+        iterator = self._client.query_iterator(
+            self._mname(name),
+            batch_size=QUERY_BATCH,
+            filter=expr,
+            output_fields=fields,
+            timeout=self._timeout,
+        )
+        try:
+            while batch := iterator.next():
+                rows.extend(batch)
+        finally:
+            iterator.close()
+        return rows
+
+    def _document_heads(self, name: str, fields: list[str]) -> dict[str, dict[str, Any]]:
+        """Chunk 0 of every document, by document id. The writer gives every document a
+        chunk 0, so this reads one row per document, not every chunk."""
+        heads: dict[str, dict[str, Any]] = {}
+        for row in self._query_all(name, "chunk_index == 0", fields):
+            heads.setdefault(row["document_id"], row)
+        return heads
+
+    def _chunk_rows(
+        self, name: str, document_ids: list[str], fields: list[str]
+    ) -> list[dict[str, Any]]:
+        unique = list(dict.fromkeys(document_ids))
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(unique), DOCUMENT_BATCH):
+            expr = f"document_id in {string_list(unique[start : start + DOCUMENT_BATCH])}"
+            rows.extend(self._query_all(name, expr, fields))
+        return rows
+
+    def _chunk_ids(self, name: str, document_ids: list[str]) -> list[str]:
+        return [row["id"] for row in self._chunk_rows(name, document_ids, ["id"])]
+
+    def _delete_ids(self, name: str, ids: list[str]) -> None:
+        if not ids:
+            return
+        self._mark_dirty(name)
+        for start in range(0, len(ids), DELETE_BATCH):
+            expr = f"id in {string_list(ids[start : start + DELETE_BATCH])}"
+            with self._errors("deleting chunks", name):
+                self._client.delete(self._mname(name), filter=expr, timeout=self._timeout)
+
+
+# -- pure helpers ----------------------------------------------------------------------
+
+
+def _check_options(uri: str, timeout_s: float, index_type: str, prefix: str) -> None:
+    if not uri:
+        raise InvalidArgument(
+            "the Milvus uri is empty; set RAGRAIL_RETRIEVER_MILVUS_URI to a path ending in "
+            ".db (Milvus Lite) or to http://host:19530"
+        )
+    if not timeout_s > 0:
+        raise InvalidArgument(f"the Milvus timeout must be positive, got {timeout_s}")
+    if index_type not in INDEX_BUILD_PARAMS:
+        raise InvalidArgument(
+            f"unknown Milvus index type '{index_type}'; choose one of {sorted(INDEX_BUILD_PARAMS)}"
+        )
+    if prefix and not _PREFIX_RE.fullmatch(prefix):
+        raise InvalidArgument(
+            f"collection prefix {prefix!r} is invalid: use letters, digits and '_', "
+            "not starting with a digit"
+        )
+
+
+def _check_new_collection(dimension: int, description: str) -> None:
+    if isinstance(dimension, bool) or not isinstance(dimension, int):
+        raise InvalidArgument(f"dimension must be an integer, got {dimension!r}")
+    if not 0 < dimension <= MAX_DIMENSION:
+        raise InvalidArgument(
+            f"dimension must be between 1 and {MAX_DIMENSION}, got {dimension}; "
+            "use the embedder's dimension"
+        )
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise InvalidArgument(
+            f"description has {len(description)} characters; keep it to {MAX_DESCRIPTION_CHARS}"
+        )
+
+
+def _is_not_found(code: Any, lowered_message: str) -> bool:
+    if code == ErrorCode.COLLECTION_NOT_FOUND:
+        return True
+    return "collection" in lowered_message and (
+        "not exist" in lowered_message or "not found" in lowered_message
+    )
+
+
+def _dimension(info: dict[str, Any]) -> int | None:
+    for field in info.get("fields", []):
+        if field.get("name") == "vector" and "dim" in field.get("params", {}):
+            return int(field["params"]["dim"])
+    return None
+
+
+def _collection_record(name: str, info: dict[str, Any]) -> CollectionRecord | None:
+    dimension = _dimension(info)
+    if dimension is None:
+        return None
+    props = info.get("properties") or {}
+    try:
+        created_at = float(props.get(_PROP_CREATED_AT, 0.0))
+    except ValueError:
+        created_at = 0.0
+    return CollectionRecord(name, dimension, props.get(_PROP_DESCRIPTION, ""), created_at)
+
+
+def _analyzer_summary(params: dict[str, Any]) -> str:
+    tokenizer = params.get("tokenizer") or params.get("type", "standard")
+    parts = [tokenizer if isinstance(tokenizer, str) else json.dumps(tokenizer)]
+    for f in params.get("filter") or []:
+        if isinstance(f, str):
+            parts.append(f)
+        elif f.get("type") == "stop":
+            parts.append(f"stop({len(f.get('stop_words', []))} words)")
+        else:
+            parts.append(f"{f.get('type')}({f.get('language', '')})")
+    return " + ".join(parts)
+
+
+def _fields(include_vectors: bool) -> list[str]:
+    return [*_OUTPUT_FIELDS, "vector"] if include_vectors else list(_OUTPUT_FIELDS)
+
+
+def _chunk(hit: Any) -> ChunkRecord:
+    entity = hit["entity"]
+    vector = entity.get("vector")
+    return ChunkRecord(
+        id=str(hit["id"]),
+        document_id=entity.get("document_id", ""),
+        text=entity.get("text", ""),
+        vector=[float(x) for x in vector] if vector is not None else [],
+        metadata=dict(entity.get("metadata") or {}),
+        document_name=entity.get("document_name") or "",
+        chunk_index=int(entity.get("chunk_index") or 0),
+    )
+
+
+def _check_query_vector(vector: list[float], dimension: int, name: str) -> None:
+    if len(vector) != dimension:
+        raise InvalidArgument(
+            f"the query vector has {len(vector)} dimensions but collection '{name}' stores "
+            f"{dimension}; embed the query with the model the collection was built with"
+        )
+    if not all(map(math.isfinite, vector)):
+        raise InvalidArgument("the query vector contains NaN or infinity; check the embedder")
+
+
+def _rows(chunks: list[ChunkRecord], dimension: int, name: str) -> list[dict[str, Any]]:
+    # Milvus servers reject a batch that repeats a primary key; the last copy wins here,
+    # as it would with two upserts in a row.
+    by_id = {chunk.id: _row(chunk, dimension, name) for chunk in chunks}
+    return list(by_id.values())
+
+
+def _row(chunk: ChunkRecord, dimension: int, name: str) -> dict[str, Any]:
+    where = f"chunk '{chunk.id}'"
+    _check_bytes(where, "id", chunk.id, MAX_ID_BYTES, required=True)
+    _check_bytes(where, "document_id", chunk.document_id, MAX_ID_BYTES, required=True)
+    _check_bytes(where, "document_name", chunk.document_name, MAX_NAME_BYTES)
+    _check_bytes(where, "text", chunk.text, MAX_TEXT_BYTES)
+    if len(chunk.vector) != dimension:
+        raise InvalidArgument(
+            f"{where} has a {len(chunk.vector)}-dimensional vector but collection '{name}' "
+            f"stores {dimension}-dimensional ones; embed it with the collection's model"
+        )
+    vector = [float(x) for x in chunk.vector]
+    if not all(map(math.isfinite, vector)):
+        raise InvalidArgument(f"{where}: the vector contains NaN or infinity; check the embedder")
+    if isinstance(chunk.chunk_index, bool) or not 0 <= chunk.chunk_index < 2**63:
+        raise InvalidArgument(f"{where}: chunk_index must be a non-negative integer")
+    return {
+        "id": chunk.id,
+        "document_id": chunk.document_id,
+        "document_name": chunk.document_name,
+        "chunk_index": int(chunk.chunk_index),
+        "text": chunk.text,
+        "vector": vector,
+        "metadata": _metadata(where, chunk.metadata),
+    }
+
+
+def _check_bytes(where: str, field: str, value: str, limit: int, required: bool = False) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{where}: {field} must be a string")
+    if required and not value:
+        raise InvalidArgument(f"{where}: {field} is empty")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidArgument(
+            f"{where}: {field} is {size} bytes in UTF-8, more than the {limit} Milvus stores; "
+            "shorten it"
+        )
+
+
+def _metadata(where: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(metadata, dict):
+        raise InvalidArgument(f"{where}: metadata must be an object")
+    try:
+        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{where}: metadata is not plain JSON ({exc})") from exc
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidArgument(
+            f"{where}: metadata is larger than {MAX_METADATA_BYTES} bytes as JSON; trim it"
+        )
+    return metadata
