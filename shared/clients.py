@@ -3,7 +3,9 @@ peer errors turned back into domain errors that name the service."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Generic, TypeVar
 
@@ -35,7 +37,7 @@ def make_channel(
         ("grpc.enable_retries", 1 if retries else 0),
         # Reconnect quickly after a peer restarts instead of backing off for up to 2 minutes.
         ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 2000),
+        ("grpc.max_reconnect_backoff_ms", 1000),
         ("grpc.keepalive_time_ms", 30_000),
     ]
     if retries:
@@ -54,9 +56,11 @@ class ServiceClient(Generic[StubT]):
         stub_cls: type[StubT],
         *,
         timeout_s: float = 30.0,
+        connect_timeout_s: float = 3.0,
         max_message_mb: int = 64,
     ) -> None:
         self.service = service
+        self.connect_timeout_s = connect_timeout_s
         self.target = target
         self.timeout_s = timeout_s
         self.channel = make_channel(target, max_message_mb=max_message_mb)
@@ -72,10 +76,32 @@ class ServiceClient(Generic[StubT]):
         metadata: tuple[tuple[str, str], ...] = (),
     ) -> Any:
         rpc = getattr(self.stub, method)
+        timeout = timeout_s or self.timeout_s
+        deadline = time.monotonic() + timeout
         try:
-            return await rpc(request, timeout=timeout_s or self.timeout_s, metadata=metadata)
+            return await rpc(request, timeout=timeout, metadata=metadata)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE or not await self._reconnect(deadline):
+                raise self._translate(exc, method) from None
+        # The peer came back (a restart, or it started after us): one more try.
+        try:
+            return await rpc(request, timeout=max(deadline - time.monotonic(), 0.01),
+                             metadata=metadata)
         except grpc.aio.AioRpcError as exc:
             raise self._translate(exc, method) from None
+
+    async def _reconnect(self, deadline: float) -> bool:
+        """Waits briefly for the channel to connect. gRPC's own retries give up within about a
+        second while the channel may still be backing off from an earlier failure; a peer
+        that is really down still fails fast, after connect_timeout_s."""
+        wait = min(self.connect_timeout_s, deadline - time.monotonic())
+        if wait <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self.channel.channel_ready(), wait)
+        except TimeoutError:
+            return False
+        return True
 
     async def stream(
         self,

@@ -2,7 +2,8 @@
 
 They hold the deployment files to the code: every RAGRAIL_* variable names a real setting,
 ports and URLs agree with what the services listen on, every container has a healthcheck
-that depends_on can wait for, and each image carries the code and the one extra it needs.
+that depends_on can wait for, each image carries the code and the one extra it needs, and
+each service README's settings table matches its settings class.
 """
 
 from __future__ import annotations
