@@ -85,8 +85,9 @@ class ServiceClient(Generic[StubT]):
                 raise self._translate(exc, method) from None
         # The peer came back (a restart, or it started after us): one more try.
         try:
-            return await rpc(request, timeout=max(deadline - time.monotonic(), 0.01),
-                             metadata=metadata)
+            return await rpc(
+                request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata
+            )
         except grpc.aio.AioRpcError as exc:
             raise self._translate(exc, method) from None
 

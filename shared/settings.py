@@ -59,6 +59,20 @@ class _YamlSection(InitSettingsSource):
         super().__init__(settings_cls, read_yaml_section(section))
 
 
+def port_field(default: int, what: str = "gRPC port") -> Any:
+    """A validated port setting; subclasses use it so overriding a default keeps the checks."""
+    return Field(default, ge=0, le=65535, description=f"{what}; 0 picks a free one.")
+
+
+def metrics_port_field(default: int) -> Any:
+    return Field(
+        default,
+        ge=-1,
+        le=65535,
+        description="Prometheus /metrics port; 0 picks a free one, -1 disables.",
+    )
+
+
 class RagrailSettings(BaseSettings):
     """Base of every settings class: environment, then the YAML section named `service_name`."""
 
@@ -81,12 +95,14 @@ class ServiceSettings(RagrailSettings):
     """Settings every gRPC service has. Subclasses set `service_name` and the env prefix."""
 
     host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 in containers.")
-    port: int = Field(0, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
-    metrics_port: int = Field(
-        0, ge=-1, le=65535, description="Prometheus /metrics port; 0 picks a free one, -1 disables."
+    port: int = port_field(0)
+    metrics_port: int = metrics_port_field(0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log level."
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["json", "text"] = "json"
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one object per line; text: for people at a terminal."
+    )
     max_message_mb: int = Field(64, ge=1, le=2047, description="Largest gRPC message accepted.")
     max_concurrent_rpcs: int = Field(
         256, ge=1, description="Calls beyond this get RESOURCE_EXHAUSTED."

@@ -6,16 +6,25 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from shared.settings import DEFAULT_PORTS, ServiceSettings, service_config
+from shared.settings import (
+    DEFAULT_PORTS,
+    ServiceSettings,
+    metrics_port_field,
+    port_field,
+    service_config,
+)
 
 
 class EmbedderSettings(ServiceSettings):
     service_name: ClassVar[str] = "embedder"
     model_config = service_config("embedder")
 
-    port: int = DEFAULT_PORTS["embedder"][0]
-    metrics_port: int = DEFAULT_PORTS["embedder"][1]
-    backend: Literal["sentence-transformers"] = "sentence-transformers"
+    port: int = port_field(DEFAULT_PORTS["embedder"][0])
+    metrics_port: int = metrics_port_field(DEFAULT_PORTS["embedder"][1])
+    backend: Literal["sentence-transformers"] = Field(
+        "sentence-transformers",
+        description="Embedding implementation (services/embedder/backends).",
+    )
     model: str = Field(
         "",
         description="Path to a sentence-transformers model directory; empty loads the packaged "

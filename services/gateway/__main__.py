@@ -16,7 +16,7 @@ def main() -> None:
         port=settings.port,
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
     )
 
 

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from services.retriever import fusion
+from services.retriever.analysis import LexicalAnalyzer
 from services.retriever.backends import load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore, validate_collection_name
 from services.retriever.filters import parse_filter
@@ -291,6 +292,7 @@ def open_store(settings: RetrieverSettings) -> VectorStore:
         token=settings.milvus_token,
         db_name=settings.milvus_db_name,
         timeout_s=settings.milvus_timeout_s,
+        analyzer=LexicalAnalyzer(settings.bm25_language),
     )
 
 

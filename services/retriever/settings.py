@@ -6,16 +6,24 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from shared.settings import DEFAULT_PORTS, ServiceSettings, service_config
+from shared.settings import (
+    DEFAULT_PORTS,
+    ServiceSettings,
+    metrics_port_field,
+    port_field,
+    service_config,
+)
 
 
 class RetrieverSettings(ServiceSettings):
     service_name: ClassVar[str] = "retriever"
     model_config = service_config("retriever")
 
-    port: int = DEFAULT_PORTS["retriever"][0]
-    metrics_port: int = DEFAULT_PORTS["retriever"][1]
-    backend: Literal["milvus"] = "milvus"
+    port: int = port_field(DEFAULT_PORTS["retriever"][0])
+    metrics_port: int = metrics_port_field(DEFAULT_PORTS["retriever"][1])
+    backend: Literal["milvus"] = Field(
+        "milvus", description="Vector store implementation (services/retriever/backends)."
+    )
     milvus_uri: str = Field(
         "./data/ragrail.db",
         description="Milvus Lite file (ends in .db) or a Milvus server, e.g. http://milvus:19530.",
@@ -23,6 +31,11 @@ class RetrieverSettings(ServiceSettings):
     milvus_token: str = Field("", description="user:password or API key for a Milvus server.")
     milvus_db_name: str = Field("", description="Milvus database; empty uses the default one.")
     milvus_timeout_s: float = Field(10.0, gt=0, description="Deadline of each call to Milvus.")
+    bm25_language: str = Field(
+        "english",
+        description="Snowball stemmer for BM25 terms (english, german, ...); empty disables "
+        "stemming. Collections keep the analysis they were built with.",
+    )
     max_top_k: int = Field(1000, ge=1, description="Largest top_k a search may ask for.")
     max_candidate_k: int = Field(2000, ge=1, description="Most candidates fetched per mode.")
     max_chunks_per_upsert: int = Field(10_000, ge=1, description="Most chunks in one upsert.")

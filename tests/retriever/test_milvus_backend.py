@@ -17,11 +17,18 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
+from services.retriever.analysis import LexicalAnalyzer
 from services.retriever.backends import BACKENDS, load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore
 from services.retriever.backends.milvus import MilvusStore
 from services.retriever.filters import matches, parse_filter
-from shared.errors import AlreadyExists, InvalidArgument, NotFound, RagrailError, Unavailable
+from shared.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DIM = 4
@@ -120,7 +127,7 @@ def test_creates_parent_directories_and_describes_itself(store: MilvusStore, db_
     facts = store.describe()
     assert facts["uri"] == db_path and facts["mode"] == "milvus-lite"
     assert facts["index_type"] == "AUTOINDEX"
-    assert "stop(33 words)" in facts["analyzer"]
+    assert facts["analyzer"] == "words+lowercase+stop33+stem:english"
     assert all(isinstance(v, str) for v in facts.values())
 
 
@@ -356,11 +363,10 @@ def test_sparse_search_ignores_stop_words_and_blank_queries(docs: MilvusStore) -
     assert docs.sparse_search("docs", "unheardofword", 5, None) == []
 
 
-def test_lite_does_not_stem(docs: MilvusStore) -> None:
-    # Milvus Lite ignores the stemmer filter (a Milvus server applies it). If this starts
-    # failing after an upgrade, Lite stems now: update the notes at the top of milvus.py.
-    assert docs.sparse_search("docs", "fold", 5, None) == []
-    assert {h.chunk.id for h in docs.sparse_search("docs", "folding", 5, None)} == {"b:0", "b:2"}
+def test_bm25_matches_word_forms(docs: MilvusStore) -> None:
+    # Stemming is ours (analysis.py), so it works on Milvus Lite, which skips stemmer filters.
+    assert {h.chunk.id for h in docs.sparse_search("docs", "fold", 5, None)} == {"b:0", "b:2"}
+    assert {h.chunk.id for h in docs.sparse_search("docs", "folds", 5, None)} == {"b:0", "b:2"}
 
 
 def test_searches_see_writes_at_once(docs: MilvusStore) -> None:
@@ -553,25 +559,23 @@ def test_closed_store_is_unavailable(db_path: str) -> None:
         s.list_collections()
 
 
-def test_analyzer_is_configurable(tmp_path: Path) -> None:
-    s = MilvusStore(uri=str(tmp_path / "plain.db"), analyzer_params={"tokenizer": "standard"})
+def test_analysis_is_configurable_and_pinned_per_collection(tmp_path: Path) -> None:
+    uri = str(tmp_path / "plain.db")
+    s = MilvusStore(uri=uri, analyzer=LexicalAnalyzer(""))
     try:
-        assert s.describe()["analyzer"] == "standard"
+        assert s.describe()["analyzer"] == "words+lowercase+stop33+stem:none"
         s.create_collection("docs", DIM)
-        s.upsert("docs", [make_chunk("a", 0, "the cat")])
-        assert [h.chunk.id for h in s.sparse_search("docs", "the", 5, None)] == ["a:0"]
+        s.upsert("docs", [make_chunk("a", 0, "folding cats")])
+        assert s.sparse_search("docs", "fold", 5, None) == []  # no stemming
+        assert [h.chunk.id for h in s.sparse_search("docs", "folding", 5, None)] == ["a:0"]
     finally:
         s.close()
-
-
-def test_analyzer_milvus_rejects_leaves_no_collection(tmp_path: Path) -> None:
-    s = MilvusStore(uri=str(tmp_path / "bad.db"), analyzer_params={"type": "english"})
+    stemming = MilvusStore(uri=uri)
     try:
-        with pytest.raises(RagrailError, match="creating the collection: unknown tokenizer"):
-            s.create_collection("docs", DIM)
-        assert s.list_collections() == []
+        with pytest.raises(FailedPrecondition, match="re-create the collection"):
+            stemming.sparse_search("docs", "folding", 5, None)
     finally:
-        s.close()
+        stemming.close()
 
 
 def test_hnsw_index(tmp_path: Path) -> None:

@@ -147,16 +147,22 @@ class IngestPipeline:
         docs = [d for d in docs if d.chunks]
         replaced = 0
         pending: asyncio.Task[int] | None = None
-        for group in self._groups(docs):
-            texts = [c.text for d in group for c in d.chunks]
-            vectors: list[list[float]] = []
-            for start in range(0, len(texts), self.embed_batch_size):
-                vectors.extend(await self._embed(texts[start : start + self.embed_batch_size]))
+        try:
+            for group in self._groups(docs):
+                texts = [c.text for d in group for c in d.chunks]
+                vectors: list[list[float]] = []
+                for start in range(0, len(texts), self.embed_batch_size):
+                    vectors.extend(await self._embed(texts[start : start + self.embed_batch_size]))
+                if pending is not None:
+                    replaced += await pending
+                records = self._records(group, vectors)
+                pending = asyncio.create_task(self._upsert(collection, records))
             if pending is not None:
                 replaced += await pending
-            pending = asyncio.create_task(self._upsert(collection, self._records(group, vectors)))
-        if pending is not None:
-            replaced += await pending
+        finally:
+            # A failed embed must not leave an upsert running unobserved.
+            if pending is not None and not pending.done():
+                pending.cancel()
         outcomes = [
             DocumentOutcome(
                 id=d.id,

@@ -15,10 +15,10 @@ Found by experiment with pymilvus 3.0.2 and milvus-lite 3.2.2 (not assumed):
   rejected). Its standard tokenizer is `\\w+` plus lowercasing; of the filters it applies
   only {"type": "stop", "stop_words": [...]} with literal words: "_english_" is taken as the
   word "_english_", and "lowercase" and "stemmer" entries are accepted but ignored. So Lite
-  has no stemming ("run" does not find "running"). DEFAULT_ANALYZER_PARAMS therefore lists
-  English stop words explicitly (honoured by Lite and by a server) and asks for the English
-  Snowball stemmer, which a Milvus server applies and Lite skips. Stop words come before the
-  stemmer so they are matched unstemmed.
+  has no stemming ("run" does not find "running") while a server would stem. The store
+  therefore analyses text itself (services/retriever/analysis.py: stop words, Snowball
+  stemmer) into a `terms` field that Milvus's BM25 function indexes with the plain standard
+  tokenizer, and analyses queries the same way: identical ranking on Lite and on a server.
 - BM25 on Lite: the distance is the negated score (a server returns the score), and IDF and
   average length are computed per segment. Rows not yet flushed sit in a memtable whose
   indexes are rebuilt on every search: on 5,000 rows a BM25 search took 1.5 s before a flush
@@ -60,6 +60,7 @@ from pymilvus import DataType, Function, FunctionType, MilvusClient
 from pymilvus.client.types import LoadState
 from pymilvus.exceptions import ConnectionConfigException, ErrorCode, MilvusException
 
+from services.retriever.analysis import LexicalAnalyzer
 from services.retriever.backends.base import (
     ChunkRecord,
     CollectionRecord,
@@ -74,6 +75,7 @@ from services.retriever.filters import MetadataFilter, string_list, to_milvus_ex
 from shared.errors import (
     AlreadyExists,
     DeadlineExceeded,
+    FailedPrecondition,
     InvalidArgument,
     RagrailError,
     ResourceExhausted,
@@ -82,23 +84,8 @@ from shared.errors import (
 
 log = logging.getLogger(__name__)
 
-# Lucene's English stop set, the one Milvus's "_english_" names, spelt out because Lite
-# only understands literal lists.
-# fmt: off
-ENGLISH_STOP_WORDS: tuple[str, ...] = (
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
-    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
-    "these", "they", "this", "to", "was", "will", "with",
-)
-# fmt: on
-DEFAULT_ANALYZER_PARAMS: dict[str, Any] = {
-    "tokenizer": "standard",
-    "filter": [
-        "lowercase",
-        {"type": "stop", "stop_words": list(ENGLISH_STOP_WORDS)},
-        {"type": "stemmer", "language": "english"},
-    ],
-}
+# The `terms` field holds text already analysed by LexicalAnalyzer; Milvus only splits it.
+TERMS_ANALYZER_PARAMS: dict[str, Any] = {"tokenizer": "standard"}
 
 # Build parameters per dense index type; the search parameters go with them.
 INDEX_BUILD_PARAMS: dict[str, dict[str, Any]] = {
@@ -123,7 +110,8 @@ QUERY_BATCH = 4_096  # rows per query-iterator page
 _PROP_DESCRIPTION = "ragrail.description"
 _PROP_CREATED_AT = "ragrail.created_at"
 _PROP_SCHEMA = "ragrail.schema_version"
-_SCHEMA_VERSION = "1"
+_PROP_ANALYZER = "ragrail.analyzer"
+_SCHEMA_VERSION = "2"
 _OUTPUT_FIELDS = ["id", "document_id", "document_name", "chunk_index", "text", "metadata"]
 _PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -189,7 +177,7 @@ class MilvusStore(VectorStore):
         timeout_s: float = 10.0,
         index_type: str = "AUTOINDEX",
         collection_prefix: str = "ragrail_",
-        analyzer_params: dict[str, Any] | None = None,
+        analyzer: LexicalAnalyzer | None = None,
     ) -> None:
         _check_options(uri, timeout_s, index_type, collection_prefix)
         self._uri = uri
@@ -199,10 +187,7 @@ class MilvusStore(VectorStore):
         self._timeout = timeout_s
         self._index_type = index_type
         self._prefix = collection_prefix
-        # A copy, so a caller mutating its dict cannot change collections created later.
-        self._analyzer: dict[str, Any] = json.loads(
-            json.dumps(DEFAULT_ANALYZER_PARAMS if analyzer_params is None else analyzer_params)
-        )
+        self._analyzer = analyzer or LexicalAnalyzer()
         # Writes are serialised: Lite's engine is not safe for concurrent writers to one
         # collection, and counting-then-deleting must not interleave. Reads run in parallel.
         self._write_lock = threading.RLock()
@@ -342,6 +327,14 @@ class MilvusStore(VectorStore):
         dimension = _dimension(info)
         if dimension is None:
             raise collection_not_found(name)  # a foreign collection that shares the prefix
+        built_with = (info.get("properties") or {}).get(_PROP_ANALYZER)
+        if built_with != self._analyzer.signature:
+            raise FailedPrecondition(
+                f"collection '{name}' was indexed with text analysis '{built_with}', but this "
+                f"retriever analyses '{self._analyzer.signature}'; BM25 would miss terms. "
+                "Set the retriever's bm25_language back, or re-create the collection and "
+                "ingest again"
+            )
         self._known[name] = dimension
         return dimension
 
@@ -369,12 +362,10 @@ class MilvusStore(VectorStore):
             "index_type": self._index_type,
             "metric": "COSINE",
             "sparse": "BM25 function, SPARSE_INVERTED_INDEX",
-            "analyzer": _analyzer_summary(self._analyzer),
+            "analyzer": self._analyzer.signature,
             "collection_prefix": self._prefix,
             "pymilvus": pymilvus.__version__,
         }
-        if self._is_lite:
-            facts["stemming"] = "off (Milvus Lite ignores stemmer filters)"
         return facts
 
     def create_collection(
@@ -396,6 +387,7 @@ class MilvusStore(VectorStore):
                     _PROP_DESCRIPTION: description,
                     _PROP_CREATED_AT: repr(created_at),
                     _PROP_SCHEMA: _SCHEMA_VERSION,
+                    _PROP_ANALYZER: self._analyzer.signature,
                 },
                 consistency_level="Strong",  # counts and reads see every finished write
                 timeout=self._timeout,
@@ -468,7 +460,7 @@ class MilvusStore(VectorStore):
 
     def upsert(self, name: str, chunks: list[ChunkRecord]) -> int:
         dimension = self._open(name)
-        rows = _rows(chunks, dimension, name)
+        rows = _rows(chunks, dimension, name, self._analyzer)
         mname = self._mname(name)
         with self._write_lock:
             self._mark_dirty(name)
@@ -554,13 +546,14 @@ class MilvusStore(VectorStore):
     ) -> list[ScoredChunk]:
         self._open(name)
         validate_top_k(k, MAX_TOP_K)
-        if not text.strip():
-            return []
+        terms = self._analyzer.index_text(text)
+        if not terms:
+            return []  # only stop words: nothing for BM25 to match
         self._flush_if_dirty(name)
         with self._errors("searching by text", name):
             results = self._client.search(
                 self._mname(name),
-                data=[text],
+                data=[terms],
                 anns_field="sparse",
                 limit=k,
                 filter=to_milvus_expr(flt) if flt else "",
@@ -591,12 +584,13 @@ class MilvusStore(VectorStore):
         schema.add_field("document_id", DataType.VARCHAR, max_length=MAX_ID_BYTES)
         schema.add_field("document_name", DataType.VARCHAR, max_length=MAX_NAME_BYTES)
         schema.add_field("chunk_index", DataType.INT64)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES)
         schema.add_field(
-            "text",
+            "terms",
             DataType.VARCHAR,
             max_length=MAX_TEXT_BYTES,
             enable_analyzer=True,
-            analyzer_params=self._analyzer,
+            analyzer_params=TERMS_ANALYZER_PARAMS,
         )
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
@@ -605,7 +599,7 @@ class MilvusStore(VectorStore):
             Function(
                 name="text_bm25",
                 function_type=FunctionType.BM25,
-                input_field_names=["text"],
+                input_field_names=["terms"],
                 output_field_names=["sparse"],
             )
         )
@@ -755,19 +749,6 @@ def _collection_record(name: str, info: dict[str, Any]) -> CollectionRecord | No
     return CollectionRecord(name, dimension, props.get(_PROP_DESCRIPTION, ""), created_at)
 
 
-def _analyzer_summary(params: dict[str, Any]) -> str:
-    tokenizer = params.get("tokenizer") or params.get("type", "standard")
-    parts = [tokenizer if isinstance(tokenizer, str) else json.dumps(tokenizer)]
-    for f in params.get("filter") or []:
-        if isinstance(f, str):
-            parts.append(f)
-        elif f.get("type") == "stop":
-            parts.append(f"stop({len(f.get('stop_words', []))} words)")
-        else:
-            parts.append(f"{f.get('type')}({f.get('language', '')})")
-    return " + ".join(parts)
-
-
 def _fields(include_vectors: bool) -> list[str]:
     return [*_OUTPUT_FIELDS, "vector"] if include_vectors else list(_OUTPUT_FIELDS)
 
@@ -796,14 +777,18 @@ def _check_query_vector(vector: list[float], dimension: int, name: str) -> None:
         raise InvalidArgument("the query vector contains NaN or infinity; check the embedder")
 
 
-def _rows(chunks: list[ChunkRecord], dimension: int, name: str) -> list[dict[str, Any]]:
+def _rows(
+    chunks: list[ChunkRecord], dimension: int, name: str, analyzer: LexicalAnalyzer
+) -> list[dict[str, Any]]:
     # Milvus servers reject a batch that repeats a primary key; the last copy wins here,
     # as it would with two upserts in a row.
-    by_id = {chunk.id: _row(chunk, dimension, name) for chunk in chunks}
+    by_id = {chunk.id: _row(chunk, dimension, name, analyzer) for chunk in chunks}
     return list(by_id.values())
 
 
-def _row(chunk: ChunkRecord, dimension: int, name: str) -> dict[str, Any]:
+def _row(
+    chunk: ChunkRecord, dimension: int, name: str, analyzer: LexicalAnalyzer
+) -> dict[str, Any]:
     where = f"chunk '{chunk.id}'"
     _check_bytes(where, "id", chunk.id, MAX_ID_BYTES, required=True)
     _check_bytes(where, "document_id", chunk.document_id, MAX_ID_BYTES, required=True)
@@ -825,6 +810,8 @@ def _row(chunk: ChunkRecord, dimension: int, name: str) -> dict[str, Any]:
         "document_name": chunk.document_name,
         "chunk_index": int(chunk.chunk_index),
         "text": chunk.text,
+        # Never longer than the text: stems are no longer than words, stop words are dropped.
+        "terms": analyzer.index_text(chunk.text),
         "vector": vector,
         "metadata": _metadata(where, chunk.metadata),
     }

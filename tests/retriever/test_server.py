@@ -1,0 +1,164 @@
+"""The retriever as a real process, over gRPC: validation, idempotent upserts, search modes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from shared.proto.ragrail.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
+from shared.structs import dict_to_struct
+
+pytestmark = pytest.mark.integration
+pb = retriever_pb2
+
+
+def _rpc(target: str, method: str, request):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = retriever_pb2_grpc.RetrieverStub(channel)
+            return await getattr(stub, method)(request, timeout=30)
+
+    return asyncio.run(go())
+
+
+def _chunk(i: int, doc: str, text: str, vector: list[float]) -> pb.Chunk:
+    return pb.Chunk(
+        id=f"{doc}-{i}",
+        document_id=doc,
+        document_name=doc,
+        chunk_index=i,
+        text=text,
+        vector=vector,
+        metadata=dict_to_struct({"n": i}),
+    )
+
+
+@pytest.fixture(scope="module")
+def grpc_collection(suite) -> str:  # type: ignore[no-untyped-def]
+    target = suite.target("retriever")
+    _rpc(target, "CreateCollection", pb.CreateCollectionRequest(name="grpc_t", dimension=3))
+    chunks = [
+        _chunk(0, "a", "alpine glaciers melt in summer", [1, 0, 0]),
+        _chunk(1, "a", "glacier ice flows downhill slowly", [0.9, 0.1, 0]),
+        _chunk(0, "b", "ocean tides follow the moon", [0, 1, 0]),
+    ]
+    _rpc(target, "UpsertChunks", pb.UpsertChunksRequest(collection="grpc_t", chunks=chunks))
+    return target
+
+
+def test_upserting_the_same_ids_twice_leaves_one_copy(grpc_collection) -> None:  # type: ignore[no-untyped-def]
+    again = [_chunk(0, "b", "ocean tides follow the moon", [0, 1, 0])]
+    _rpc(grpc_collection, "UpsertChunks", pb.UpsertChunksRequest(collection="grpc_t", chunks=again))
+    stats = _rpc(grpc_collection, "GetCollectionStats", pb.GetCollectionStatsRequest(name="grpc_t"))
+    assert (stats.num_chunks, stats.num_documents) == (3, 2)
+
+
+def test_modes_rank_by_their_own_signal(grpc_collection) -> None:  # type: ignore[no-untyped-def]
+    dense = _rpc(
+        grpc_collection,
+        "Search",
+        pb.SearchRequest(
+            collection="grpc_t", query_vector=[0, 1, 0], mode=pb.SEARCH_MODE_DENSE, top_k=1
+        ),
+    )
+    assert dense.hits[0].chunk.id == "b-0" and dense.hits[0].dense_rank == 1
+    sparse = _rpc(
+        grpc_collection,
+        "Search",
+        pb.SearchRequest(
+            collection="grpc_t", query_text="glacier ice", mode=pb.SEARCH_MODE_SPARSE, top_k=3
+        ),
+    )
+    assert sparse.hits[0].chunk.id == "a-1" and sparse.hits[0].sparse_score > 0
+    hybrid = _rpc(
+        grpc_collection,
+        "Search",
+        pb.SearchRequest(
+            collection="grpc_t",
+            query_text="moon tides",
+            query_vector=[0, 1, 0],
+            top_k=2,
+            filter=dict_to_struct({"document_id": "b"}),
+        ),
+    )
+    assert [h.chunk.id for h in hybrid.hits] == ["b-0"]
+    assert hybrid.mode == pb.SEARCH_MODE_HYBRID and hybrid.hits[0].chunk.metadata["n"] == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "code", "fragment"),
+    [
+        (
+            "Search",
+            pb.SearchRequest(collection="grpc_t", query_text="x", mode=pb.SEARCH_MODE_DENSE),
+            "INVALID_ARGUMENT",
+            "query_vector",
+        ),
+        (
+            "Search",
+            pb.SearchRequest(collection="grpc_t", query_vector=[1, 0, 0]),
+            "INVALID_ARGUMENT",
+            "query_text",
+        ),
+        (
+            "Search",
+            pb.SearchRequest(collection="grpc_t", query_text="x", query_vector=[1, 0]),
+            "INVALID_ARGUMENT",
+            "dimension",
+        ),
+        (
+            "Search",
+            pb.SearchRequest(collection="missing", query_text="x", mode=pb.SEARCH_MODE_SPARSE),
+            "NOT_FOUND",
+            "does not exist",
+        ),
+        (
+            "UpsertChunks",
+            pb.UpsertChunksRequest(
+                collection="grpc_t",
+                chunks=[_chunk(0, "c", "x", [1, 0, 0]), _chunk(0, "c", "y", [1, 0, 0])],
+            ),
+            "INVALID_ARGUMENT",
+            "appears twice",
+        ),
+        (
+            "UpsertChunks",
+            pb.UpsertChunksRequest(collection="grpc_t", chunks=[_chunk(0, "c", "x", [])]),
+            "INVALID_ARGUMENT",
+            "vector is empty",
+        ),
+        (
+            "CreateCollection",
+            pb.CreateCollectionRequest(name="grpc_t", dimension=3),
+            "ALREADY_EXISTS",
+            "grpc_t",
+        ),
+        (
+            "CreateCollection",
+            pb.CreateCollectionRequest(name="x", dimension=0),
+            "INVALID_ARGUMENT",
+            "dimension",
+        ),
+        (
+            "DeleteDocuments",
+            pb.DeleteDocumentsRequest(collection="grpc_t"),
+            "INVALID_ARGUMENT",
+            "document_ids",
+        ),
+    ],
+)
+def test_bad_requests_get_a_status_and_a_reason(
+    grpc_collection, method, request_, code, fragment
+) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        _rpc(grpc_collection, method, request_)
+    assert info.value.code().name == code
+    assert fragment in info.value.details()
+
+
+def test_info_names_the_backend(grpc_collection) -> None:  # type: ignore[no-untyped-def]
+    info = _rpc(grpc_collection, "Info", common_pb2.InfoRequest())
+    assert info.service.service == "retriever" and info.service.backend == "milvus"
+    assert pb.SEARCH_MODE_HYBRID in info.modes
