@@ -45,13 +45,17 @@ class GatewayClient:
             self._check(reply)
 
     def ingest_files(
-        self, collection: str, paths: list[Path], metadata: dict[str, Any] | None = None
+        self,
+        collection: str,
+        files: list[tuple[str, Path]],
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        files = [("files", (p.name, p.read_bytes())) for p in paths]
+        """Uploads (document name, path) pairs; the name is the document's id."""
+        parts = [("files", (name, path.read_bytes())) for name, path in files]
         data = {"collection": collection}
         if metadata:
             data["metadata"] = json.dumps(metadata)
-        return self._check(self.http.post("/v1/documents", data=data, files=files))
+        return self._check(self.http.post("/v1/documents", data=data, files=parts))
 
     def ingest_texts(
         self, collection: str, documents: list[dict[str, Any]], **options: Any
@@ -67,31 +71,36 @@ class GatewayClient:
         self.http.close()
 
 
-def find_documents(paths: Iterable[Path]) -> list[Path]:
-    """Files under the given paths whose extension the gateway can parse, sorted."""
-    found: set[Path] = set()
+def find_documents(paths: Iterable[Path]) -> list[tuple[str, Path]]:
+    """(document name, file) for every parsable file under the given paths, sorted by name.
+
+    A file inside a directory argument is named by its path relative to that directory, so
+    `notes/a.md` and `drafts/a.md` stay two documents; a file argument by its own name.
+    """
+    found: dict[str, Path] = {}
     for path in paths:
         if path.is_dir():
-            found.update(
-                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED
-            )
+            for p in path.rglob("*"):
+                if p.is_file() and p.suffix.lower() in SUPPORTED:
+                    found[p.relative_to(path).as_posix()] = p
         elif path.is_file():
-            found.add(path)
+            found[path.name] = path
         else:
             raise FileNotFoundError(f"{path} does not exist")
-    return sorted(found)
+    return sorted(found.items())
 
 
 def batches(
-    paths: list[Path], max_files: int = 16, max_bytes: int = 16 * 1024 * 1024
-) -> list[list[Path]]:
-    out: list[list[Path]] = [[]]
+    files: list[tuple[str, Path]], max_files: int = 16, max_bytes: int = 16 * 1024 * 1024
+) -> list[list[tuple[str, Path]]]:
+    """Groups files into upload requests of at most max_files files and about max_bytes."""
+    out: list[list[tuple[str, Path]]] = [[]]
     size = 0
-    for path in paths:
+    for name, path in files:
         n = path.stat().st_size
         if out[-1] and (len(out[-1]) >= max_files or size + n > max_bytes):
             out.append([])
             size = 0
-        out[-1].append(path)
+        out[-1].append((name, path))
         size += n
     return [b for b in out if b]

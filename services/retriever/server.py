@@ -12,7 +12,7 @@ from services.retriever.backends import load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore, validate_collection_name
 from services.retriever.filters import parse_filter
 from services.retriever.settings import RetrieverSettings
-from shared.errors import InvalidArgument
+from shared.errors import InvalidArgument, NotFound
 from shared.proto.ragrail.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
 from shared.server import BlockingRunner, Built, ServiceSpec
 from shared.structs import dict_to_struct, struct_to_dict
@@ -67,8 +67,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
                 "use the embedder's dimension (its Info call reports it)"
             )
         if request.exist_ok:
-            existing = {c.name: c for c in await self.run(self.store.list_collections)}
-            found = existing.get(request.name)
+            try:
+                found = await self.run(self.store.get_collection, request.name)
+            except NotFound:
+                found = None
             if found is not None:
                 if found.dimension != request.dimension:
                     raise InvalidArgument(
@@ -86,6 +88,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
     ) -> pb.ListCollectionsResponse:
         records = await self.run(self.store.list_collections)
         return pb.ListCollectionsResponse(collections=[self._collection(r) for r in records])
+
+    async def GetCollection(self, request: pb.GetCollectionRequest, context: Any) -> pb.Collection:
+        validate_collection_name(request.name)
+        return self._collection(await self.run(self.store.get_collection, request.name))
 
     async def DeleteCollection(
         self, request: pb.DeleteCollectionRequest, context: Any

@@ -133,7 +133,7 @@ class IngestPipeline:
         """Ingests the documents; returns what went in and how many stale chunks were removed."""
         # Fail fast on an unknown collection, before any embedding work.
         await self.services.retriever.call(
-            "GetCollectionStats", retriever_pb2.GetCollectionStatsRequest(name=collection)
+            "GetCollection", retriever_pb2.GetCollectionRequest(name=collection)
         )
         ids = [d.id for d in docs]
         if len(set(ids)) != len(ids):

@@ -26,17 +26,17 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from shared.proto.ragrail.v1 import common_pb2 as ragrail_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragrail/v1/retriever.proto\x12\nragrail.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17ragrail/v1/common.proto\"V\n\nCollection\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\x01\"a\n\x17\x43reateCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08\x65xist_ok\x18\x04 \x01(\x08\"\x18\n\x16ListCollectionsRequest\"F\n\x17ListCollectionsResponse\x12+\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x16.ragrail.v1.Collection\"\'\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1a\n\x18\x44\x65leteCollectionResponse\")\n\x19GetCollectionStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"h\n\x0f\x43ollectionStats\x12*\n\ncollection\x18\x01 \x01(\x0b\x32\x16.ragrail.v1.Collection\x12\x12\n\nnum_chunks\x18\x02 \x01(\x03\x12\x15\n\rnum_documents\x18\x03 \x01(\x03\"\x9d\x01\n\x05\x43hunk\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06vector\x18\x04 \x03(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rdocument_name\x18\x06 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x07 \x01(\x05\"g\n\x13UpsertChunksRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12!\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x11.ragrail.v1.Chunk\x12\x19\n\x11replace_documents\x18\x03 \x01(\x08\"9\n\x14UpsertChunksResponse\x12\x10\n\x08upserted\x18\x01 \x01(\x03\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x03\"c\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nnum_chunks\x18\x03 \x01(\x05\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"I\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x05\"O\n\x15ListDocumentsResponse\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.ragrail.v1.Document\x12\r\n\x05total\x18\x02 \x01(\x03\"B\n\x16\x44\x65leteDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\"*\n\x17\x44\x65leteDocumentsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03\"\xbf\x02\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x12\n\nquery_text\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12$\n\x04mode\x18\x04 \x01(\x0e\x32\x16.ragrail.v1.SearchMode\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x06\x66usion\x18\x07 \x01(\x0e\x32\x18.ragrail.v1.FusionMethod\x12\r\n\x05rrf_k\x18\x08 \x01(\x05\x12\x14\n\x0c\x64\x65nse_weight\x18\t \x01(\x02\x12\x15\n\rsparse_weight\x18\n \x01(\x02\x12\x13\n\x0b\x63\x61ndidate_k\x18\x0b \x01(\x05\x12\x17\n\x0finclude_vectors\x18\x0c \x01(\x08\"\x90\x01\n\tSearchHit\x12 \n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x11.ragrail.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x13\n\x0b\x64\x65nse_score\x18\x03 \x01(\x02\x12\x14\n\x0csparse_score\x18\x04 \x01(\x02\x12\x12\n\ndense_rank\x18\x05 \x01(\x05\x12\x13\n\x0bsparse_rank\x18\x06 \x01(\x05\"[\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.ragrail.v1.SearchHit\x12$\n\x04mode\x18\x02 \x01(\x0e\x32\x16.ragrail.v1.SearchMode\"`\n\rRetrieverInfo\x12(\n\x07service\x18\x01 \x01(\x0b\x32\x17.ragrail.v1.ServiceInfo\x12%\n\x05modes\x18\x02 \x03(\x0e\x32\x16.ragrail.v1.SearchMode*p\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x01\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*`\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12\x1a\n\x16\x46USION_METHOD_WEIGHTED\x10\x02\x32\xf3\x05\n\tRetriever\x12O\n\x10\x43reateCollection\x12#.ragrail.v1.CreateCollectionRequest\x1a\x16.ragrail.v1.Collection\x12Z\n\x0fListCollections\x12\".ragrail.v1.ListCollectionsRequest\x1a#.ragrail.v1.ListCollectionsResponse\x12]\n\x10\x44\x65leteCollection\x12#.ragrail.v1.DeleteCollectionRequest\x1a$.ragrail.v1.DeleteCollectionResponse\x12X\n\x12GetCollectionStats\x12%.ragrail.v1.GetCollectionStatsRequest\x1a\x1b.ragrail.v1.CollectionStats\x12Q\n\x0cUpsertChunks\x12\x1f.ragrail.v1.UpsertChunksRequest\x1a .ragrail.v1.UpsertChunksResponse\x12T\n\rListDocuments\x12 .ragrail.v1.ListDocumentsRequest\x1a!.ragrail.v1.ListDocumentsResponse\x12Z\n\x0f\x44\x65leteDocuments\x12\".ragrail.v1.DeleteDocumentsRequest\x1a#.ragrail.v1.DeleteDocumentsResponse\x12?\n\x06Search\x12\x19.ragrail.v1.SearchRequest\x1a\x1a.ragrail.v1.SearchResponse\x12:\n\x04Info\x12\x17.ragrail.v1.InfoRequest\x1a\x19.ragrail.v1.RetrieverInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragrail/v1/retriever.proto\x12\nragrail.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17ragrail/v1/common.proto\"V\n\nCollection\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\x01\"a\n\x17\x43reateCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08\x65xist_ok\x18\x04 \x01(\x08\"\x18\n\x16ListCollectionsRequest\"F\n\x17ListCollectionsResponse\x12+\n\x0b\x63ollections\x18\x01 \x03(\x0b\x32\x16.ragrail.v1.Collection\"$\n\x14GetCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\'\n\x17\x44\x65leteCollectionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1a\n\x18\x44\x65leteCollectionResponse\")\n\x19GetCollectionStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"h\n\x0f\x43ollectionStats\x12*\n\ncollection\x18\x01 \x01(\x0b\x32\x16.ragrail.v1.Collection\x12\x12\n\nnum_chunks\x18\x02 \x01(\x03\x12\x15\n\rnum_documents\x18\x03 \x01(\x03\"\x9d\x01\n\x05\x43hunk\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06vector\x18\x04 \x03(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rdocument_name\x18\x06 \x01(\t\x12\x13\n\x0b\x63hunk_index\x18\x07 \x01(\x05\"g\n\x13UpsertChunksRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12!\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x11.ragrail.v1.Chunk\x12\x19\n\x11replace_documents\x18\x03 \x01(\x08\"9\n\x14UpsertChunksResponse\x12\x10\n\x08upserted\x18\x01 \x01(\x03\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x03\"c\n\x08\x44ocument\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nnum_chunks\x18\x03 \x01(\x05\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"I\n\x14ListDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x05\"O\n\x15ListDocumentsResponse\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.ragrail.v1.Document\x12\r\n\x05total\x18\x02 \x01(\x03\"B\n\x16\x44\x65leteDocumentsRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x14\n\x0c\x64ocument_ids\x18\x02 \x03(\t\"*\n\x17\x44\x65leteDocumentsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03\"\xbf\x02\n\rSearchRequest\x12\x12\n\ncollection\x18\x01 \x01(\t\x12\x12\n\nquery_text\x18\x02 \x01(\t\x12\x14\n\x0cquery_vector\x18\x03 \x03(\x02\x12$\n\x04mode\x18\x04 \x01(\x0e\x32\x16.ragrail.v1.SearchMode\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\'\n\x06\x66ilter\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x06\x66usion\x18\x07 \x01(\x0e\x32\x18.ragrail.v1.FusionMethod\x12\r\n\x05rrf_k\x18\x08 \x01(\x05\x12\x14\n\x0c\x64\x65nse_weight\x18\t \x01(\x02\x12\x15\n\rsparse_weight\x18\n \x01(\x02\x12\x13\n\x0b\x63\x61ndidate_k\x18\x0b \x01(\x05\x12\x17\n\x0finclude_vectors\x18\x0c \x01(\x08\"\x90\x01\n\tSearchHit\x12 \n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x11.ragrail.v1.Chunk\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x13\n\x0b\x64\x65nse_score\x18\x03 \x01(\x02\x12\x14\n\x0csparse_score\x18\x04 \x01(\x02\x12\x12\n\ndense_rank\x18\x05 \x01(\x05\x12\x13\n\x0bsparse_rank\x18\x06 \x01(\x05\"[\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.ragrail.v1.SearchHit\x12$\n\x04mode\x18\x02 \x01(\x0e\x32\x16.ragrail.v1.SearchMode\"`\n\rRetrieverInfo\x12(\n\x07service\x18\x01 \x01(\x0b\x32\x17.ragrail.v1.ServiceInfo\x12%\n\x05modes\x18\x02 \x03(\x0e\x32\x16.ragrail.v1.SearchMode*p\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x01\x12\x16\n\x12SEARCH_MODE_SPARSE\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*`\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12\x1a\n\x16\x46USION_METHOD_WEIGHTED\x10\x02\x32\xbe\x06\n\tRetriever\x12O\n\x10\x43reateCollection\x12#.ragrail.v1.CreateCollectionRequest\x1a\x16.ragrail.v1.Collection\x12Z\n\x0fListCollections\x12\".ragrail.v1.ListCollectionsRequest\x1a#.ragrail.v1.ListCollectionsResponse\x12I\n\rGetCollection\x12 .ragrail.v1.GetCollectionRequest\x1a\x16.ragrail.v1.Collection\x12]\n\x10\x44\x65leteCollection\x12#.ragrail.v1.DeleteCollectionRequest\x1a$.ragrail.v1.DeleteCollectionResponse\x12X\n\x12GetCollectionStats\x12%.ragrail.v1.GetCollectionStatsRequest\x1a\x1b.ragrail.v1.CollectionStats\x12Q\n\x0cUpsertChunks\x12\x1f.ragrail.v1.UpsertChunksRequest\x1a .ragrail.v1.UpsertChunksResponse\x12T\n\rListDocuments\x12 .ragrail.v1.ListDocumentsRequest\x1a!.ragrail.v1.ListDocumentsResponse\x12Z\n\x0f\x44\x65leteDocuments\x12\".ragrail.v1.DeleteDocumentsRequest\x1a#.ragrail.v1.DeleteDocumentsResponse\x12?\n\x06Search\x12\x19.ragrail.v1.SearchRequest\x1a\x1a.ragrail.v1.SearchResponse\x12:\n\x04Info\x12\x17.ragrail.v1.InfoRequest\x1a\x19.ragrail.v1.RetrieverInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragrail.v1.retriever_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=1953
-  _globals['_SEARCHMODE']._serialized_end=2065
-  _globals['_FUSIONMETHOD']._serialized_start=2067
-  _globals['_FUSIONMETHOD']._serialized_end=2163
+  _globals['_SEARCHMODE']._serialized_start=1991
+  _globals['_SEARCHMODE']._serialized_end=2103
+  _globals['_FUSIONMETHOD']._serialized_start=2105
+  _globals['_FUSIONMETHOD']._serialized_end=2201
   _globals['_COLLECTION']._serialized_start=97
   _globals['_COLLECTION']._serialized_end=183
   _globals['_CREATECOLLECTIONREQUEST']._serialized_start=185
@@ -45,38 +45,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTCOLLECTIONSREQUEST']._serialized_end=308
   _globals['_LISTCOLLECTIONSRESPONSE']._serialized_start=310
   _globals['_LISTCOLLECTIONSRESPONSE']._serialized_end=380
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=382
-  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=421
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=423
-  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=449
-  _globals['_GETCOLLECTIONSTATSREQUEST']._serialized_start=451
-  _globals['_GETCOLLECTIONSTATSREQUEST']._serialized_end=492
-  _globals['_COLLECTIONSTATS']._serialized_start=494
-  _globals['_COLLECTIONSTATS']._serialized_end=598
-  _globals['_CHUNK']._serialized_start=601
-  _globals['_CHUNK']._serialized_end=758
-  _globals['_UPSERTCHUNKSREQUEST']._serialized_start=760
-  _globals['_UPSERTCHUNKSREQUEST']._serialized_end=863
-  _globals['_UPSERTCHUNKSRESPONSE']._serialized_start=865
-  _globals['_UPSERTCHUNKSRESPONSE']._serialized_end=922
-  _globals['_DOCUMENT']._serialized_start=924
-  _globals['_DOCUMENT']._serialized_end=1023
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1025
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1098
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1100
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1179
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=1181
-  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1247
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1249
-  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1291
-  _globals['_SEARCHREQUEST']._serialized_start=1294
-  _globals['_SEARCHREQUEST']._serialized_end=1613
-  _globals['_SEARCHHIT']._serialized_start=1616
-  _globals['_SEARCHHIT']._serialized_end=1760
-  _globals['_SEARCHRESPONSE']._serialized_start=1762
-  _globals['_SEARCHRESPONSE']._serialized_end=1853
-  _globals['_RETRIEVERINFO']._serialized_start=1855
-  _globals['_RETRIEVERINFO']._serialized_end=1951
-  _globals['_RETRIEVER']._serialized_start=2166
-  _globals['_RETRIEVER']._serialized_end=2921
+  _globals['_GETCOLLECTIONREQUEST']._serialized_start=382
+  _globals['_GETCOLLECTIONREQUEST']._serialized_end=418
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_start=420
+  _globals['_DELETECOLLECTIONREQUEST']._serialized_end=459
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_start=461
+  _globals['_DELETECOLLECTIONRESPONSE']._serialized_end=487
+  _globals['_GETCOLLECTIONSTATSREQUEST']._serialized_start=489
+  _globals['_GETCOLLECTIONSTATSREQUEST']._serialized_end=530
+  _globals['_COLLECTIONSTATS']._serialized_start=532
+  _globals['_COLLECTIONSTATS']._serialized_end=636
+  _globals['_CHUNK']._serialized_start=639
+  _globals['_CHUNK']._serialized_end=796
+  _globals['_UPSERTCHUNKSREQUEST']._serialized_start=798
+  _globals['_UPSERTCHUNKSREQUEST']._serialized_end=901
+  _globals['_UPSERTCHUNKSRESPONSE']._serialized_start=903
+  _globals['_UPSERTCHUNKSRESPONSE']._serialized_end=960
+  _globals['_DOCUMENT']._serialized_start=962
+  _globals['_DOCUMENT']._serialized_end=1061
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=1063
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1136
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1138
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1217
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_start=1219
+  _globals['_DELETEDOCUMENTSREQUEST']._serialized_end=1285
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_start=1287
+  _globals['_DELETEDOCUMENTSRESPONSE']._serialized_end=1329
+  _globals['_SEARCHREQUEST']._serialized_start=1332
+  _globals['_SEARCHREQUEST']._serialized_end=1651
+  _globals['_SEARCHHIT']._serialized_start=1654
+  _globals['_SEARCHHIT']._serialized_end=1798
+  _globals['_SEARCHRESPONSE']._serialized_start=1800
+  _globals['_SEARCHRESPONSE']._serialized_end=1891
+  _globals['_RETRIEVERINFO']._serialized_start=1893
+  _globals['_RETRIEVERINFO']._serialized_end=1989
+  _globals['_RETRIEVER']._serialized_start=2204
+  _globals['_RETRIEVER']._serialized_end=3034
 # @@protoc_insertion_point(module_scope)

@@ -45,6 +45,11 @@ class RetrieverStub:
                 request_serializer=ragrail_dot_v1_dot_retriever__pb2.ListCollectionsRequest.SerializeToString,
                 response_deserializer=ragrail_dot_v1_dot_retriever__pb2.ListCollectionsResponse.FromString,
                 _registered_method=True)
+        self.GetCollection = channel.unary_unary(
+                '/ragrail.v1.Retriever/GetCollection',
+                request_serializer=ragrail_dot_v1_dot_retriever__pb2.GetCollectionRequest.SerializeToString,
+                response_deserializer=ragrail_dot_v1_dot_retriever__pb2.Collection.FromString,
+                _registered_method=True)
         self.DeleteCollection = channel.unary_unary(
                 '/ragrail.v1.Retriever/DeleteCollection',
                 request_serializer=ragrail_dot_v1_dot_retriever__pb2.DeleteCollectionRequest.SerializeToString,
@@ -93,6 +98,13 @@ class RetrieverServicer:
 
     def ListCollections(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCollection(self, request, context):
+        """Describes one collection; cheap (no counting), NOT_FOUND when it does not exist.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -152,6 +164,11 @@ def add_RetrieverServicer_to_server(servicer, server):
                     servicer.ListCollections,
                     request_deserializer=ragrail_dot_v1_dot_retriever__pb2.ListCollectionsRequest.FromString,
                     response_serializer=ragrail_dot_v1_dot_retriever__pb2.ListCollectionsResponse.SerializeToString,
+            ),
+            'GetCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCollection,
+                    request_deserializer=ragrail_dot_v1_dot_retriever__pb2.GetCollectionRequest.FromString,
+                    response_serializer=ragrail_dot_v1_dot_retriever__pb2.Collection.SerializeToString,
             ),
             'DeleteCollection': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteCollection,
@@ -243,6 +260,33 @@ class Retriever:
             '/ragrail.v1.Retriever/ListCollections',
             ragrail_dot_v1_dot_retriever__pb2.ListCollectionsRequest.SerializeToString,
             ragrail_dot_v1_dot_retriever__pb2.ListCollectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragrail.v1.Retriever/GetCollection',
+            ragrail_dot_v1_dot_retriever__pb2.GetCollectionRequest.SerializeToString,
+            ragrail_dot_v1_dot_retriever__pb2.Collection.FromString,
             options,
             channel_credentials,
             insecure,
