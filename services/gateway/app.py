@@ -3,6 +3,7 @@ metrics and the service connections opened in the lifespan."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from services.gateway.routes import collections, documents, health, search
 from services.gateway.settings import GatewaySettings
 from shared.version import VERSION
 
+log = logging.getLogger("ragrail.gateway")
 HTTP_REQUESTS = Counter(
     "ragrail_http_requests_total", "Gateway HTTP requests.", ["method", "route", "status"]
 )
@@ -63,7 +65,18 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")
         HTTP_REQUESTS.labels(request.method, path, str(response.status_code)).inc()
-        HTTP_LATENCY.labels(request.method, path).observe(time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        HTTP_LATENCY.labels(request.method, path).observe(elapsed)
+        if path not in ("/metrics", "/v1/health"):
+            log.info(
+                "http",
+                extra={
+                    "method": request.method,
+                    "path": path,
+                    "status": response.status_code,
+                    "ms": round(elapsed * 1000, 2),
+                },
+            )
         return response
 
     @app.get("/metrics", include_in_schema=False)
