@@ -12,6 +12,7 @@ from shared.proto.ragrail.v1 import (
     common_pb2,
     embedder_pb2,
     embedder_pb2_grpc,
+    reranker_pb2_grpc,
     retriever_pb2_grpc,
 )
 
@@ -38,10 +39,26 @@ class Services:
             retriever_pb2_grpc.RetrieverStub,
             timeout_s=settings.request_timeout_s,
         )
+        # Optional stage: without a reranker, searches return first-stage results.
+        self.reranker: ServiceClient | None = (
+            ServiceClient(
+                "reranker",
+                settings.reranker_url,
+                reranker_pb2_grpc.RerankerStub,
+                timeout_s=settings.request_timeout_s,
+                # Optional stage: when it is down, answer without it quickly.
+                connect_timeout_s=0.5,
+            )
+            if settings.reranker_url
+            else None
+        )
         self._embedder_facts: EmbedderFacts | None = None
 
     def all(self) -> dict[str, ServiceClient]:
-        return {"embedder": self.embedder, "retriever": self.retriever}
+        clients = {"embedder": self.embedder, "retriever": self.retriever}
+        if self.reranker is not None:
+            clients["reranker"] = self.reranker
+        return clients
 
     async def embedder_facts(self) -> EmbedderFacts:
         """Dimension and input length of the embedder; asked once, then cached."""

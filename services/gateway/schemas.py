@@ -119,7 +119,19 @@ class SearchRequest(BaseModel):
     dense_weight: float | None = Field(None, ge=0, le=1)
     sparse_weight: float | None = Field(None, ge=0, le=1)
     vdb_top_k: int | None = Field(
-        None, ge=1, le=2000, description="Candidates fetched per mode before fusion."
+        None,
+        ge=1,
+        le=1000,
+        description="Chunks taken from the retriever (first stage); default top_k, or 50 "
+        "when reranking.",
+    )
+    rerank: bool | None = Field(
+        None,
+        description="Rerank the first stage with the cross-encoder; default: when a "
+        "reranker is configured.",
+    )
+    reranker_top_k: int | None = Field(
+        None, ge=1, le=1000, description="Chunks kept after reranking; default top_k."
     )
 
 
@@ -132,18 +144,24 @@ class SearchHit(BaseModel):
     score: float
     dense_score: float | None = None
     sparse_score: float | None = None
+    rerank_score: float | None = None
     metadata: dict[str, Any]
 
 
 class SearchTimings(BaseModel):
     embed_ms: float
     retrieval_ms: float
+    rerank_ms: float = 0.0
     total_ms: float
 
 
 class SearchResponse(BaseModel):
     collection: str
     mode: SearchMode
+    reranked: bool = False
+    warnings: list[str] = Field(
+        default_factory=list, description="Stages skipped or degraded, and why."
+    )
     hits: list[SearchHit]
     timings: SearchTimings
 

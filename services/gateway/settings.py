@@ -30,6 +30,11 @@ class GatewaySettings(RagrailSettings):
     )
 
     embedder_url: str = Field(_local("embedder"), description="host:port of the embedder service.")
+    reranker_url: str = Field(
+        "",
+        description="host:port of the reranker service; empty means searches are not "
+        "reranked (ragrail up sets it when it starts a reranker).",
+    )
     retriever_url: str = Field(
         _local("retriever"), description="host:port of the retriever service."
     )

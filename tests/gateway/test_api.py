@@ -295,3 +295,61 @@ def test_openapi_documents_both_ingest_formats(suite) -> None:  # type: ignore[n
     assert suite.http.get("/docs").status_code == 200
     assert "ragrail_http_requests_total" in suite.http.get("/metrics").text
     json.dumps(spec)
+
+
+def test_rerank_without_a_reranker_is_a_clear_409(suite, corpus) -> None:  # type: ignore[no-untyped-def]
+    reply = suite.http.post(
+        "/v1/search", json={"query": "bees", "collection": "corpus", "rerank": True}
+    )
+    assert reply.status_code == 409
+    assert "RAGRAIL_GATEWAY_RERANKER_URL" in reply.json()["error"]["message"]
+    assert _search(suite, "bees")["reranked"] is False
+
+
+def test_a_down_reranker_degrades_to_first_stage_results(suite, corpus, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGRAIL_GATEWAY_PORT": str(port),
+        "RAGRAIL_GATEWAY_RERANKER_URL": f"127.0.0.1:{free_port()}",
+    }  # nothing listens
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.gateway"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                health = httpx.get(f"{url}/v1/health", timeout=5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert health.status_code == 503
+        assert health.json()["services"]["reranker"]["status"] == "UNAVAILABLE"
+        started = time.perf_counter()
+        reply = httpx.post(
+            f"{url}/v1/search",
+            timeout=30,
+            json={"query": "waggle dance", "collection": "corpus", "top_k": 2},
+        )
+        elapsed = time.perf_counter() - started
+        body = reply.json()
+        assert reply.status_code == 200, body
+        assert body["reranked"] is False and "not reranked" in body["warnings"][0]
+        assert len(body["hits"]) == 2 and body["hits"][0]["document_name"] == "honeybee-colonies.md"
+        assert elapsed < 5  # degraded quickly, no hang
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
