@@ -95,6 +95,7 @@ class Supervisor:
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(data_dir / "ragrail.db"))
+        env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(data_dir / "faiss"))
         for spec in SERVICES:
             settings = spec.settings_cls()
             port = settings.port  # type: ignore[attr-defined]

@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from services.retriever import fusion
-from services.retriever.analysis import LexicalAnalyzer
 from services.retriever.backends import load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore, validate_collection_name
 from services.retriever.filters import parse_filter
@@ -292,14 +291,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
 
 
 def open_store(settings: RetrieverSettings) -> VectorStore:
-    return load_backend(
-        settings.backend,
-        uri=settings.milvus_uri,
-        token=settings.milvus_token,
-        db_name=settings.milvus_db_name,
-        timeout_s=settings.milvus_timeout_s,
-        analyzer=LexicalAnalyzer(settings.bm25_language),
-    )
+    return load_backend(settings)
 
 
 async def build(settings: RetrieverSettings) -> Built:

@@ -21,8 +21,10 @@ class RetrieverSettings(ServiceSettings):
 
     port: int = port_field(DEFAULT_PORTS["retriever"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["retriever"][1])
-    backend: Literal["milvus"] = Field(
-        "milvus", description="Vector store implementation (services/retriever/backends)."
+    backend: Literal["milvus", "faiss"] = Field(
+        "milvus",
+        description="Vector store implementation (services/retriever/backends): milvus (Milvus "
+        "Lite or a server) or faiss (in this process, files under faiss_dir).",
     )
     milvus_uri: str = Field(
         "./data/ragrail.db",
@@ -31,6 +33,26 @@ class RetrieverSettings(ServiceSettings):
     milvus_token: str = Field("", description="user:password or API key for a Milvus server.")
     milvus_db_name: str = Field("", description="Milvus database; empty uses the default one.")
     milvus_timeout_s: float = Field(10.0, gt=0, description="Deadline of each call to Milvus.")
+    milvus_index_type: Literal["AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT"] = Field(
+        "AUTOINDEX",
+        description="Dense index Milvus builds for new collections: AUTOINDEX, FLAT (exact), "
+        "HNSW or IVF_FLAT.",
+    )
+    faiss_dir: str = Field(
+        "./data/faiss",
+        description="Directory of the faiss backend: one sub-directory per collection. Only one "
+        "process may use it at a time.",
+    )
+    faiss_index: Literal["flat", "hnsw", "ivf"] = Field(
+        "flat",
+        description="Dense index of the faiss backend: flat (exact), hnsw or ivf (approximate). "
+        "Changing it rebuilds each collection's index from its stored vectors.",
+    )
+    faiss_use_gpu: Literal["auto", "never", "always"] = Field(
+        "auto",
+        description="Search flat and ivf indexes on the GPU: auto when faiss sees one, never, "
+        "or always (fails to start without one).",
+    )
     bm25_language: str = Field(
         "english",
         description="Snowball stemmer for BM25 terms (english, german, ...); empty disables "

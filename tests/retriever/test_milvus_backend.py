@@ -22,6 +22,7 @@ from services.retriever.backends import BACKENDS, load_backend
 from services.retriever.backends.base import ChunkRecord, VectorStore
 from services.retriever.backends.milvus import MilvusStore
 from services.retriever.filters import matches, parse_filter
+from services.retriever.settings import RetrieverSettings
 from shared.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -106,8 +107,8 @@ def run_in_new_process(code: str) -> dict[str, Any]:
 
 
 def test_registry_loads_milvus(db_path: str) -> None:
-    assert set(BACKENDS) == {"milvus"}
-    s = load_backend("milvus", uri=db_path)
+    assert set(BACKENDS) == {"milvus", "faiss"}
+    s = load_backend(RetrieverSettings(milvus_uri=db_path))
     try:
         assert isinstance(s, VectorStore) and s.name == "milvus"
     finally:
@@ -115,8 +116,10 @@ def test_registry_loads_milvus(db_path: str) -> None:
 
 
 def test_registry_rejects_unknown_backend() -> None:
-    with pytest.raises(InvalidArgument, match=r"unknown retriever backend 'faiss'.*\['milvus'\]"):
-        load_backend("faiss")
+    with pytest.raises(
+        InvalidArgument, match=r"unknown retriever backend 'chroma'.*\['faiss', 'milvus'\]"
+    ):
+        load_backend(RetrieverSettings.model_construct(backend="chroma"))
 
 
 # -- collections -----------------------------------------------------------------------

@@ -162,3 +162,88 @@ def test_info_names_the_backend(grpc_collection) -> None:  # type: ignore[no-unt
     info = _rpc(grpc_collection, "Info", common_pb2.InfoRequest())
     assert info.service.service == "retriever" and info.service.backend == "milvus"
     assert pb.SEARCH_MODE_HYBRID in info.modes
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw"])
+def test_faiss_backend_serves_and_keeps_data_across_a_restart(tmp_path, index_type) -> None:  # type: ignore[no-untyped-def]
+    """The retriever as its own process on RAGRAIL_RETRIEVER_BACKEND=faiss: create, upsert,
+    hybrid search, stop with SIGTERM, start again on the same directory, search again."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from ragrail.launcher import SERVICES, Child, is_ready
+    from tests.conftest import REPO, free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGRAIL_RETRIEVER_BACKEND": "faiss",
+        "RAGRAIL_RETRIEVER_FAISS_DIR": str(tmp_path / "faiss"),
+        "RAGRAIL_RETRIEVER_FAISS_INDEX": index_type,
+        "RAGRAIL_RETRIEVER_FAISS_USE_GPU": "auto",
+        "RAGRAIL_RETRIEVER_HOST": "127.0.0.1",
+        "RAGRAIL_RETRIEVER_PORT": str(port),
+        "RAGRAIL_RETRIEVER_METRICS_PORT": "-1",
+    }
+    spec = next(s for s in SERVICES if s.name == "retriever")
+    child = Child(spec, "127.0.0.1", port, env, tmp_path / "retriever.log")
+
+    def start() -> subprocess.Popen[bytes]:
+        with child.log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", spec.module], cwd=REPO, env=env, stdout=log, stderr=log
+            )
+        deadline = time.monotonic() + 60
+        while not asyncio.run(is_ready(child)):
+            assert process.poll() is None, child.log_path.read_text()
+            assert time.monotonic() < deadline, child.log_path.read_text()
+            time.sleep(0.2)
+        return process
+
+    def hybrid() -> pb.SearchResponse:
+        return _rpc(
+            target,
+            "Search",
+            pb.SearchRequest(
+                collection="faiss_t",
+                query_text="glacier ice",
+                query_vector=[0.9, 0.1, 0],
+                top_k=2,
+            ),
+        )
+
+    target = f"127.0.0.1:{port}"
+    process = start()
+    try:
+        info = _rpc(target, "Info", common_pb2.InfoRequest())
+        assert info.service.backend == "faiss"
+        assert info.service.details["index_type"] == index_type
+        _rpc(target, "CreateCollection", pb.CreateCollectionRequest(name="faiss_t", dimension=3))
+        chunks = [
+            _chunk(0, "a", "alpine glaciers melt in summer", [1, 0, 0]),
+            _chunk(1, "a", "glacier ice flows downhill slowly", [0.9, 0.1, 0]),
+            _chunk(0, "b", "ocean tides follow the moon", [0, 1, 0]),
+        ]
+        upserted = _rpc(
+            target, "UpsertChunks", pb.UpsertChunksRequest(collection="faiss_t", chunks=chunks)
+        )
+        assert upserted.upserted == 3
+        before = hybrid()
+        assert [h.chunk.id for h in before.hits] == ["a-1", "a-0"]
+        assert (before.hits[0].dense_rank, before.hits[0].sparse_rank) == (1, 1)
+        process.terminate()  # SIGTERM: drains, closes the store, saves the index
+        assert process.wait(timeout=30) == 0, child.log_path.read_text()
+        saved = [p.name for p in (tmp_path / "faiss" / "faiss_t").glob("index-*.faiss")]
+        assert len(saved) == 1 and saved[0].endswith("-g1.faiss")  # written on shutdown
+        process = start()
+        after = hybrid()
+        assert [(h.chunk.id, h.score) for h in after.hits] == [
+            (h.chunk.id, h.score) for h in before.hits
+        ]
+        stats = _rpc(target, "GetCollectionStats", pb.GetCollectionStatsRequest(name="faiss_t"))
+        assert (stats.num_chunks, stats.num_documents) == (3, 2)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import grpc
@@ -81,6 +81,9 @@ from shared.errors import (
     ResourceExhausted,
     Unavailable,
 )
+
+if TYPE_CHECKING:
+    from services.retriever.settings import RetrieverSettings
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +200,17 @@ class MilvusStore(VectorStore):
         self._dirty: set[str] = set()  # Lite: written since the last flush
         self._closed = False
         self._client = self._connect(token)
+
+    @classmethod
+    def from_settings(cls, settings: RetrieverSettings) -> MilvusStore:
+        return cls(
+            uri=settings.milvus_uri,
+            token=settings.milvus_token,
+            db_name=settings.milvus_db_name,
+            timeout_s=settings.milvus_timeout_s,
+            index_type=settings.milvus_index_type,
+            analyzer=LexicalAnalyzer(settings.bm25_language),
+        )
 
     # -- connection and errors ---------------------------------------------------------
 
