@@ -24,12 +24,30 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
+from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.clients import make_channel
+from shared.errors import FailedPrecondition
 from shared.settings import RagrailSettings
 
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
+
+
+def _always() -> bool:
+    return True
+
+
+def reranker_model_available() -> bool:
+    """The reranker starts only with a model: one configured, or one trainers/ wrote."""
+    from services.reranker.backends.base import resolve_model_dir
+
+    settings = RerankerSettings()
+    try:
+        resolve_model_dir(settings, "model.onnx" if settings.backend == "onnx" else "config.json")
+    except FailedPrecondition:
+        return False
+    return True
 
 
 @dataclass
@@ -38,12 +56,23 @@ class ServiceDef:
     module: str
     settings_cls: type[RagrailSettings]
     kind: str  # "grpc" or "http"
+    enabled: Callable[[], bool] = _always
+    # Set for the gateway when this service runs: where to find it.
+    gateway_url_env: str = ""
 
 
 # In start order; the gateway last since it needs the others to answer.
 SERVICES = [
     ServiceDef("embedder", "services.embedder", EmbedderSettings, "grpc"),
     ServiceDef("retriever", "services.retriever", RetrieverSettings, "grpc"),
+    ServiceDef(
+        "reranker",
+        "services.reranker",
+        RerankerSettings,
+        "grpc",
+        enabled=reranker_model_available,
+        gateway_url_env="RAGRAIL_GATEWAY_RERANKER_URL",
+    ),
     ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
 ]
 
@@ -97,9 +126,16 @@ class Supervisor:
         env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(data_dir / "ragrail.db"))
         env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(data_dir / "faiss"))
         for spec in SERVICES:
+            if not spec.enabled():
+                say(
+                    f"not starting {spec.name}: it has no model (services/{spec.name}/README.md)"
+                )
+                continue
             settings = spec.settings_cls()
             port = settings.port  # type: ignore[attr-defined]
             host = settings.host  # type: ignore[attr-defined]
+            if spec.gateway_url_env:
+                env.setdefault(spec.gateway_url_env, f"{host}:{port}")
             self.children.append(
                 Child(spec, host, port, env, data_dir / "logs" / f"{spec.name}.log")
             )

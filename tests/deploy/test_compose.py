@@ -27,6 +27,7 @@ import yaml
 from ragrail.launcher import SERVICES as LAUNCHER_SERVICES
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
+from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.settings import CONFIG_ENV, DEFAULT_PORTS, RagrailSettings
 
@@ -36,6 +37,7 @@ COMPOSE_FILE = REPO / "compose.yaml"
 # compose service name -> the settings class its container reads.
 SETTINGS: dict[str, type[RagrailSettings]] = {
     "embedder": EmbedderSettings,
+    "reranker": RerankerSettings,
     "retriever": RetrieverSettings,
     "gateway": GatewaySettings,
 }

