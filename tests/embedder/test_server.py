@@ -117,3 +117,14 @@ def test_deadline_is_enforced(suite) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         asyncio.run(go())
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_long_texts_are_truncated_to_the_model_window(suite) -> None:  # type: ignore[no-untyped-def]
+    words = " ".join(f"word{i}" for i in range(400))  # well over 512 tokens
+    head = _call(suite.target("embedder"), "Tokenize", embedder_pb2.TokenizeRequest(texts=[words]))
+    assert head.texts[0].num_tokens > 512  # Tokenize itself does not truncate
+    long = _call(suite.target("embedder"), "Embed", embedder_pb2.EmbedRequest(texts=[words]))
+    cut = words[: head.texts[0].ends[253]]  # the 254 tokens the model keeps (+2 special)
+    short = _call(suite.target("embedder"), "Embed", embedder_pb2.EmbedRequest(texts=[cut]))
+    assert np.allclose(long.embeddings[0].values, short.embeddings[0].values, atol=1e-4)
+    assert long.total_tokens == 256

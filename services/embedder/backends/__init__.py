@@ -12,6 +12,7 @@ BACKENDS: dict[str, str] = {
     "sentence-transformers": (
         "services.embedder.backends.sentence_transformers:SentenceTransformersBackend"
     ),
+    "onnx": "services.embedder.backends.onnx:OnnxBackend",
 }
 
 

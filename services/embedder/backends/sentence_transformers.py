@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 from typing import ClassVar
@@ -62,8 +63,10 @@ class SentenceTransformersBackend(EmbeddingBackend):
         self.max_length = int(self.model.max_seq_length)
         self.normalized = settings.normalize
         self.batch_size = settings.batch_size
-        self.tokenizer = self.model.tokenizer
-        # Tokenize is used on whole documents, longer than the model's window by design.
+        # Tokenize reads whole documents, longer than the model's window by design. A copy
+        # of the tokenizer serves it: raising the limit on the model's own tokenizer would
+        # also lift the truncation encode() relies on (texts over 512 tokens then crash).
+        self.tokenizer = copy.deepcopy(self.model.tokenizer)
         self.tokenizer.model_max_length = 10**9
         log.info(
             "embedder model loaded",

@@ -1,0 +1,1 @@
+"""Post-training quantization recipes: `python -m trainers.quantize <target>` (see embedder.py)."""
