@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 from services.embedder.backends.base import EmbeddingBackend
 from services.embedder.settings import EmbedderSettings
-from shared.errors import InvalidArgument
+from shared.backends import backend_class
 
 BACKENDS: dict[str, str] = {
     "sentence-transformers": (
@@ -17,9 +15,5 @@ BACKENDS: dict[str, str] = {
 
 
 def load_backend(settings: EmbedderSettings) -> EmbeddingBackend:
-    if settings.backend not in BACKENDS:
-        raise InvalidArgument(
-            f"unknown embedder backend '{settings.backend}'; choose one of {sorted(BACKENDS)}"
-        )
-    module, cls = BACKENDS[settings.backend].split(":")
-    return getattr(importlib.import_module(module), cls)(settings)
+    backend: EmbeddingBackend = backend_class("embedder", settings.backend, BACKENDS)(settings)
+    return backend

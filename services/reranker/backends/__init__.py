@@ -5,11 +5,9 @@ Backends are imported only when chosen.
 
 from __future__ import annotations
 
-import importlib
-
 from services.reranker.backends.base import RerankBackend
 from services.reranker.settings import RerankerSettings
-from shared.errors import InvalidArgument
+from shared.backends import backend_class
 
 BACKENDS: dict[str, str] = {
     "sentence-transformers": (
@@ -20,10 +18,5 @@ BACKENDS: dict[str, str] = {
 
 
 def load_backend(settings: RerankerSettings) -> RerankBackend:
-    if settings.backend not in BACKENDS:
-        raise InvalidArgument(
-            f"unknown reranker backend '{settings.backend}'; choose one of {sorted(BACKENDS)}"
-        )
-    module, cls = BACKENDS[settings.backend].split(":")
-    backend: RerankBackend = getattr(importlib.import_module(module), cls)(settings)
+    backend: RerankBackend = backend_class("reranker", settings.backend, BACKENDS)(settings)
     return backend

@@ -14,21 +14,10 @@ from services.reranker.backends.base import (
     resolve_model_dir,
 )
 from services.reranker.settings import RerankerSettings
+from shared.backends import resolve_torch_device
 from shared.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise FailedPrecondition(
-            f"RAGRAIL_RERANKER_DEVICE={device} but no CUDA device is visible; use cpu or auto"
-        )
-    return device
 
 
 class SentenceTransformersBackend(RerankBackend):
@@ -38,7 +27,7 @@ class SentenceTransformersBackend(RerankBackend):
         path = resolve_model_dir(settings, "config.json")  # before the slow imports
         from sentence_transformers import CrossEncoder
 
-        self.device = resolve_device(settings.device)
+        self.device = resolve_torch_device(settings.device, "RAGRAIL_RERANKER_DEVICE")
         self.model = CrossEncoder(str(path), device=self.device, local_files_only=True)
         if self.model.num_labels != 1:
             raise FailedPrecondition(

@@ -8,11 +8,10 @@ the servicer beyond its line in BACKENDS.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from services.retriever.backends.base import VectorStore
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.backends import backend_class
 
 if TYPE_CHECKING:
     from services.retriever.settings import RetrieverSettings
@@ -25,21 +24,7 @@ BACKENDS: dict[str, str] = {
 
 def load_backend(settings: RetrieverSettings) -> VectorStore:
     """Opens the store `settings.backend` names, configured by its own `from_settings`."""
-    name = settings.backend
-    if name not in BACKENDS:
-        raise InvalidArgument(
-            f"unknown retriever backend '{name}'; choose one of {sorted(BACKENDS)}"
-        )
-    module_name, class_name = BACKENDS[name].split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and not exc.name.startswith(("services.", "shared.")):
-            raise FailedPrecondition(
-                f"retriever backend '{name}' needs the Python package '{exc.name}', which is "
-                "not installed; install it (constraints.txt pins the version), or choose "
-                "another RAGRAIL_RETRIEVER_BACKEND"
-            ) from exc
-        raise
-    store: VectorStore = getattr(module, class_name).from_settings(settings)
+    store: VectorStore = backend_class("retriever", settings.backend, BACKENDS).from_settings(
+        settings
+    )
     return store
