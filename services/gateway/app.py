@@ -40,9 +40,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         services = Services(settings)
         app.state.settings = settings
         app.state.services = services
-        app.state.pipeline = IngestPipeline(
-            services, settings.embed_batch_size, settings.ingest_timeout_s
-        )
+        app.state.pipeline = IngestPipeline(services, settings)
         try:
             yield
         finally:

@@ -19,6 +19,7 @@ from typing import Any
 from services.gateway.clients import Services
 from services.gateway.ingest.chunker import Chunker, TextChunk, TokenSpans
 from services.gateway.ingest.parsers import ParsedDocument
+from services.gateway.settings import GatewaySettings
 from shared.errors import InvalidArgument
 from shared.proto.ragrail.v1 import embedder_pb2, retriever_pb2
 from shared.structs import dict_to_struct
@@ -71,24 +72,25 @@ def _chunk_metadata(doc: PendingDocument, chunk: TextChunk) -> dict[str, Any]:
 
 
 class IngestPipeline:
-    def __init__(self, services: Services, embed_batch_size: int, timeout_s: float) -> None:
+    def __init__(self, services: Services, settings: GatewaySettings) -> None:
         self.services = services
-        self.embed_batch_size = embed_batch_size
-        self.timeout_s = timeout_s
+        self.embed_batch_size = settings.embed_batch_size
+        self.timeout_s = settings.ingest_timeout_s
+        self.default_chunk_size = settings.chunk_size
+        self.default_overlap = settings.chunk_overlap
 
-    async def chunker(
-        self, chunk_size: int | None, overlap: int | None, default_overlap: int, default_size: int
-    ) -> Chunker:
+    async def chunker(self, chunk_size: int | None, overlap: int | None) -> Chunker:
+        """A chunker for this request: its sizes, else the configured ones, else the model's."""
         facts = await self.services.embedder_facts()
         # Two special tokens ([CLS], [SEP]) and the passage prefix share the model's window.
         limit = facts.max_length - 2 - len(facts.passage_prefix.split()) * 2
-        size = chunk_size or default_size or limit
+        size = chunk_size or self.default_chunk_size or limit
         if size > limit:
             raise InvalidArgument(
                 f"chunk_size {size} exceeds the embedder's input length ({limit} tokens); "
                 "larger chunks would be truncated before embedding"
             )
-        return Chunker(size, default_overlap if overlap is None else overlap)
+        return Chunker(size, self.default_overlap if overlap is None else overlap)
 
     async def _tokenize(self, texts: list[str]) -> list[TokenSpans]:
         reply = await self.services.embedder.call(

@@ -139,9 +139,7 @@ async def ingest_documents(
             f"send documents as multipart/form-data files or as application/json, "
             f"not '{content_type or 'no content type'}'"
         )
-    chunker = await pipeline.chunker(
-        body.chunk_size, body.chunk_overlap, settings.chunk_overlap, settings.chunk_size
-    )
+    chunker = await pipeline.chunker(body.chunk_size, body.chunk_overlap)
     outcomes, replaced = await pipeline.run(body.collection, docs, chunker)
     return schemas.IngestResponse(
         collection=body.collection,
