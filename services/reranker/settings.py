@@ -24,13 +24,21 @@ class RerankerSettings(ServiceSettings):
     backend: Literal["sentence-transformers", "onnx"] = Field(
         "sentence-transformers",
         description="Scoring implementation (services/reranker/backends): sentence-transformers "
-        "(PyTorch) or onnx (onnxruntime on the model directory's model.onnx).",
+        "(PyTorch) or onnx (onnxruntime on the model directory's `onnx_file`).",
     )
     model: str = Field(
         "",
         description="Path to a cross-encoder model directory; empty loads the newest model "
         "trained into models/reranker/ (relative to the working directory) by "
         "`python -m trainers.reranker`.",
+    )
+    # FP32 by default: `trainers.reranker --export-onnx` writes only model.onnx, so the
+    # default must load a freshly trained model; model_int8.onnx needs
+    # `python -m trainers.quantize reranker`.
+    onnx_file: str = Field(
+        "model.onnx",
+        description="The onnx backend's file in the model directory: model.onnx (FP32) or "
+        "model_int8.onnx (INT8 weights, written by `python -m trainers.quantize reranker`).",
     )
     device: str = Field(
         "cpu",

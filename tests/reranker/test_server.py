@@ -119,6 +119,38 @@ def test_newest_trained_model_is_found(tmp_path: Path, monkeypatch: pytest.Monke
         resolve_model_dir(RerankerSettings())
 
 
+def test_onnx_file_setting_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAGRAIL_RERANKER_ONNX_FILE: the file the onnx backend loads and the newest-model lookup
+    requires (model_int8.onnx finds only quantized directories)."""
+    from services.reranker.backends.onnx import OnnxBackend
+
+    root = tmp_path / "models" / "reranker"
+    for name, created, files in (
+        ("m/v1", "2031-01-01T00:00:00+00:00", ("model.onnx",)),
+        ("m-int8/v1", "2030-01-01T00:00:00+00:00", ("model.onnx", "model_int8.onnx")),
+    ):
+        (root / name).mkdir(parents=True)
+        (root / name / "manifest.json").write_text(f'{{"created_at": "{created}"}}')
+        for file in ("config.json", *files):
+            (root / name / file).write_text("{}")
+    assert RerankerSettings().onnx_file == "model.onnx"
+    monkeypatch.setenv("RAGRAIL_RERANKER_ONNX_FILE", "model_int8.onnx")
+    int8 = RerankerSettings(backend="onnx")
+    assert int8.onnx_file == "model_int8.onnx"
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model_dir(int8, int8.onnx_file) == root / "m-int8" / "v1"
+    assert resolve_model_dir(int8, "model.onnx") == root / "m" / "v1"
+    with pytest.raises(
+        FailedPrecondition,
+        match=r"has no model_int8\.onnx.*ONNX files there: \['model\.onnx'\].*"
+        r"RAGRAIL_RERANKER_ONNX_FILE.*trainers\.quantize reranker",
+    ):
+        OnnxBackend(RerankerSettings(backend="onnx", model=str(root / "m" / "v1")))
+    monkeypatch.chdir(root / "m")
+    with pytest.raises(FailedPrecondition, match=r"no trained model with the model_int8\.onnx"):
+        OnnxBackend(RerankerSettings(backend="onnx"))
+
+
 # -- the service as a process --------------------------------------------------------------
 
 

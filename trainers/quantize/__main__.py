@@ -1,11 +1,12 @@
-"""python -m trainers.quantize embedder: ONNX export and INT8 quantization (see embedder.py)."""
+"""python -m trainers.quantize embedder|reranker: ONNX export and INT8 quantization (see
+embedder.py and reranker.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-TARGETS = {"embedder": "trainers.quantize.embedder"}
+TARGETS = {"embedder": "trainers.quantize.embedder", "reranker": "trainers.quantize.reranker"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,7 +49,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -441,30 +441,35 @@ def pick_variant(
 
 
 Embed = Callable[[list[str]], np.ndarray]
+# The measuring helpers below also time other models (trainers/quantize/reranker.py scores
+# (query, passage) pairs): an engine maps a batch of inputs to one row of output per input.
+Engine = Callable[[list[Any]], np.ndarray]
 
 
-def length_batches(texts: list[str], batch_size: int) -> list[list[int]]:
+def length_batches(
+    texts: Sequence[Any], batch_size: int, length: Callable[[Any], int] = len
+) -> list[list[int]]:
     """Longest first, as sentence-transformers and the onnx backend batch."""
-    order = np.argsort([-len(t) for t in texts], kind="stable").tolist()
+    order = np.argsort([-length(t) for t in texts], kind="stable").tolist()
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def run_batches(
-    embed: Embed, texts: list[str], batches: list[list[int]], desc: str
+    embed: Engine, texts: Sequence[Any], batches: list[list[int]], desc: str, unit: str = "text"
 ) -> tuple[np.ndarray, float]:
     """Vectors in input order and the seconds the forward passes took (tokenizing included)."""
     from tqdm import tqdm
 
     out: np.ndarray | None = None
     seconds = 0.0
-    with tqdm(total=len(texts), desc=desc, unit="text", file=sys.stderr, leave=False) as bar:
+    with tqdm(total=len(texts), desc=desc, unit=unit, file=sys.stderr, leave=False) as bar:
         for rows in batches:
             batch = [texts[i] for i in rows]
             started = time.perf_counter()
             vectors = embed(batch)
             seconds += time.perf_counter() - started
             if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+                out = np.empty((len(texts), *vectors.shape[1:]), dtype=np.float32)
             out[rows] = vectors
             bar.update(len(rows))
     assert out is not None
@@ -472,11 +477,17 @@ def run_batches(
 
 
 def measure(
-    engines: dict[str, Embed], texts: list[str], batch_size: int, repeats: int
+    engines: dict[str, Engine],
+    texts: Sequence[Any],
+    batch_size: int,
+    repeats: int,
+    length: Callable[[Any], int] = len,
+    unit: str = "text",
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
     """Texts/s of each engine on the same batches, after one untimed warm-up batch; the
-    repeats run interleaved so load from other processes hits every engine alike."""
-    batches = length_batches(texts, batch_size)
+    repeats run interleaved so load from other processes hits every engine alike. `length`
+    orders the inputs (longest first) and `unit` names them in the progress bars."""
+    batches = length_batches(texts, batch_size, length)
     for embed in engines.values():
         embed([texts[i] for i in batches[0]])  # warm-up: allocations, thread pools
     runs: dict[str, list[float]] = {name: [] for name in engines}
@@ -484,7 +495,7 @@ def measure(
     for repeat in range(repeats):
         for name, embed in engines.items():
             vectors[name], seconds = run_batches(
-                embed, texts, batches, f"{name} {repeat + 1}/{repeats}"
+                embed, texts, batches, f"{name} {repeat + 1}/{repeats}", unit
             )
             runs[name].append(len(texts) / seconds)
     stats = {

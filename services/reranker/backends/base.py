@@ -22,6 +22,10 @@ TRAIN_HINT = (
     "train one with `python -m trainers.reranker --data <BEIR directory> --export-onnx` "
     "(it saves to models/reranker/<name>/<version>/)"
 )
+ONNX_HINT = (
+    "`python -m trainers.reranker ... --export-onnx` (model.onnx) or "
+    "`python -m trainers.quantize reranker --model DIR --out DIR` (model.onnx and model_int8.onnx)"
+)
 
 
 class RerankBackend(ABC):
@@ -53,7 +57,7 @@ def newest_trained_model(root: Path, required: str = "config.json") -> Path | No
 
 def resolve_model_dir(settings: RerankerSettings, required: str = "config.json") -> Path:
     """The model directory the settings name, or the newest trained one; it must hold
-    `required` (config.json for PyTorch, model.onnx for onnxruntime)."""
+    `required` (config.json for PyTorch, the `onnx_file` setting for onnxruntime)."""
     backend = f"the {settings.backend} backend"
     if settings.model:
         path = Path(settings.model).expanduser()
@@ -63,12 +67,14 @@ def resolve_model_dir(settings: RerankerSettings, required: str = "config.json")
                 f"to a local cross-encoder directory (models are never downloaded), or {TRAIN_HINT}"
             )
         if not (path / required).is_file():
-            extra = (
-                "; export it with `python -m trainers.reranker ... --export-onnx` or use "
-                "RAGRAIL_RERANKER_BACKEND=sentence-transformers"
-                if required.endswith(".onnx")
-                else ""
-            )
+            extra = ""
+            if required.endswith(".onnx"):
+                present = sorted(p.name for p in path.glob("*.onnx"))
+                extra = (
+                    f" (ONNX files there: {present or 'none'}); set RAGRAIL_RERANKER_ONNX_FILE, "
+                    f"write it with {ONNX_HINT}, or use RAGRAIL_RERANKER_BACKEND="
+                    "sentence-transformers"
+                )
             raise FailedPrecondition(f"{path} has no {required}, which {backend} needs{extra}")
         return path
     root = Path.cwd() / TRAINED_MODELS

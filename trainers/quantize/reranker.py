@@ -1,0 +1,624 @@
+"""Quantizes a cross-encoder reranker to INT8 with onnxruntime and measures what it costs.
+
+    python -m trainers.quantize reranker --model models/reranker/minilm-scifact/<version> \\
+        --data ../shared/data/scifact           # -> models/reranker/minilm-scifact-int8/<version>/
+    python -m trainers.quantize reranker --model DIR --out /tmp/q --bench-pairs 16 --repeats 1
+
+The model is a directory written by `python -m trainers.reranker` (a sentence-transformers
+CrossEncoder with one output logit). Its `model.onnx` is copied when it has one (`--export`
+exports anyway), else the model is exported with `trainers.reranker`'s own export (opset 17,
+inputs input_ids, attention_mask and token_type_ids, output logits (batch, 1)). That FP32
+file is quantized as the embedder's is (trainers/quantize/embedder.py, same helpers):
+`onnxruntime.quantization.quantize_dynamic`, MatMul weights to signed INT8 with one scale
+per output channel (`--variant`), activations quantized per batch at run time; the
+classification head (a Gemm) and the activation-by-activation attention MatMuls stay FP32.
+
+The output directory is a complete model directory for the reranker service: model.onnx,
+model_int8.onnx, the tokenizer and configuration, and the PyTorch weights too, so that the
+sentence-transformers backend (and the service's newest-model lookup, which goes by
+config.json) also loads it.
+
+Then it measures on (query, passage) pairs: with `--data` (a BEIR directory) the BM25 top
+`--eval-depth` of the first `--eval-max-queries` queries of `--eval-split`, else built-in
+pairs (queries about samples/corpus against its passages). `--bench-pairs` of them, shuffled
+with `--seed`, are timed with PyTorch FP32 (CrossEncoder.predict), ONNX FP32 and ONNX INT8
+(the service's own OnnxCrossEncoder), same batch size, threads and truncation, `--repeats`
+times interleaved (median reported); the INT8 and ONNX FP32 scores are compared with
+PyTorch's (max and mean absolute difference of the activated scores). With `--data` it also
+reports nDCG@10 of reranking every query's BM25 candidates with PyTorch FP32 and ONNX INT8.
+It writes metrics.json, manifest.json and a README.md model card; the command fails when the
+INT8 scores differ from PyTorch's by more than `--max-score-diff`. The same model, data and
+arguments give the same ONNX bytes and the same pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.data import Beir, Bm25, mean, ndcg_at, seed_everything
+from trainers.quantize.embedder import (
+    DEFAULT_VARIANT,
+    FP32_FILE,
+    INT8_FILE,
+    SHORT_TEXTS,
+    VARIANTS,
+    copy_model_files,
+    cpu_name,
+    length_batches,
+    measure,
+    quantize_dynamic_variant,
+    run_batches,
+    sample_passages,
+    sha256,
+)
+
+# PyTorch weights, copied so the output also serves the sentence-transformers backend.
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# A copied model.onnx must score like the PyTorch weights beside it (a fresh export differs
+# by about 1e-7); more means it was exported from other weights.
+FP32_TOLERANCE = 1e-3
+Pair = tuple[str, str]
+Score = Callable[[list[Pair]], np.ndarray]
+
+
+def pair_length(pair: Pair) -> int:
+    """Characters of query and passage: the order CrossEncoder.predict and the onnx backend
+    sort by, so every engine gets the same batches."""
+    return len(pair[0]) + len(pair[1])
+
+
+# -- pairs --------------------------------------------------------------------------------
+
+
+def sample_pairs() -> tuple[list[Pair], str]:
+    """Every short query of the embedder recipe against every samples/corpus passage: most
+    pairs are unrelated, a few relevant, as BM25 candidates are."""
+    passages = sample_passages()
+    pairs = [(q, p) for q in SHORT_TEXTS for p in passages]
+    return pairs, f"{len(SHORT_TEXTS)} built-in queries x {len(passages)} samples/corpus passages"
+
+
+@dataclass
+class EvalData:
+    """The BM25 candidates of the evaluation queries, in query order."""
+
+    data: Beir
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    candidates: dict[str, list[str]]
+
+    def pairs(self) -> list[Pair]:
+        return [
+            (self.queries[q], self.data.corpus[d]) for q in self.qrels for d in self.candidates[q]
+        ]
+
+    def ndcg(self, scores: np.ndarray | None) -> float:
+        """nDCG@10 of each query's candidates ordered by `scores` (pairs() order), or as BM25
+        ranked them when None."""
+        ndcgs, start = [], 0
+        for qid, relevant in self.qrels.items():
+            docs = self.candidates[qid]
+            if scores is None:
+                ranked = docs
+            else:
+                order = np.argsort(-scores[start : start + len(docs)], kind="stable")
+                ranked = [docs[i] for i in order]
+            start += len(docs)
+            ndcgs.append(ndcg_at(ranked, relevant))
+        return mean(ndcgs)
+
+
+def load_eval(root: Path, split: str, max_queries: int, depth: int) -> EvalData:
+    data = Beir.load(root)
+    qrels = data.qrels(split)
+    if max_queries:
+        qrels = dict(list(qrels.items())[:max_queries])
+    if not qrels:
+        raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
+    queries = {q: data.queries[q] for q in qrels}
+    print(
+        f"data {root}: {len(data.corpus)} documents, {len(qrels)} queries of split '{split}', "
+        f"BM25 top {depth}",
+        flush=True,
+    )
+    ranked = Bm25(data.corpus).search(list(queries.values()), depth)
+    return EvalData(data, queries, qrels, dict(zip(qrels, ranked, strict=True)))
+
+
+def bench_pairs(pool: list[Pair], n: int, seed: int) -> list[Pair]:
+    """n pairs of the pool in an order fixed by the seed, so the timed set mixes queries;
+    cycling when the pool is smaller (throughput needs n, not variety)."""
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    return [pool[order[i % len(order)]] for i in range(n)]
+
+
+# -- model --------------------------------------------------------------------------------
+
+
+def load_cross_encoder(path: Path, max_length: int) -> Any:
+    from sentence_transformers import CrossEncoder
+
+    if not (path / "config.json").is_file():
+        raise SystemExit(
+            f"{path} is no cross-encoder directory (no config.json); train one with "
+            "`python -m trainers.reranker --data <BEIR directory>`"
+        )
+    model = CrossEncoder(str(path), device="cpu", local_files_only=True)
+    if model.num_labels != 1:
+        raise SystemExit(f"{path}: {model.num_labels} labels; a reranker has one (num_labels=1)")
+    if max_length:
+        model.max_seq_length = max_length
+    return model
+
+
+def fp32_onnx(model: Any, src: Path, out: Path, export: bool) -> dict[str, Any]:
+    """out/model.onnx: the model directory's own copy, or a fresh export."""
+    if (src / FP32_FILE).is_file() and not export:
+        import onnx
+
+        shutil.copyfile(src / FP32_FILE, out / FP32_FILE)
+        graph = onnx.load(str(out / FP32_FILE), load_external_data=False).graph
+        constants = {i.name for i in graph.initializer}
+        return {
+            "file": FP32_FILE,
+            "source": f"copied from {src / FP32_FILE}",
+            "inputs": [i.name for i in graph.input if i.name not in constants],
+        }
+    from trainers.reranker.train import export_onnx
+
+    # Eager attention traces to plain MatMul/Softmax (about 520 nodes for MiniLM-L6 instead
+    # of SDPA's 670, same maths), as the embedder recipe exports.
+    hf = model.model
+    previous = getattr(hf.config, "_attn_implementation", None)
+    if hasattr(hf, "set_attn_implementation"):
+        hf.set_attn_implementation("eager")
+    try:
+        info = export_onnx(model, out)
+    finally:
+        if previous and hasattr(hf, "set_attn_implementation"):
+            hf.set_attn_implementation(previous)
+    return {**info, "source": "exported (trainers.reranker.train.export_onnx, eager attention)"}
+
+
+def copy_model_dir(src: Path, out: Path) -> list[str]:
+    """Tokenizer, configuration and PyTorch weights, so `out` serves either backend."""
+    copied = copy_model_files(src, out)
+    for name in WEIGHT_FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, out / name)
+            copied.append(name)
+    return copied
+
+
+def source_manifest(src: Path) -> dict[str, Any]:
+    """What the trainer recorded about the model: name, version, base, data."""
+    try:
+        manifest = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"path": str(src)}
+    keep = ("name", "version", "created_at", "base", "method", "data")
+    return {"path": str(src), **{k: manifest[k] for k in keep if k in manifest}}
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+
+def torch_engine(model: Any, batch_size: int) -> Score:
+    def score(pairs: list[Pair]) -> np.ndarray:
+        return np.asarray(
+            model.predict(
+                pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True
+            ),
+            dtype=np.float32,
+        ).reshape(len(pairs))
+
+    return score
+
+
+def onnx_engine(out: Path, file: str, threads: int, batch_size: int, max_length: int) -> Any:
+    from services.reranker.backends.onnx import OnnxCrossEncoder
+
+    return OnnxCrossEncoder(
+        out, file, threads=threads, batch_size=batch_size, max_length=max_length
+    )
+
+
+def score_all(score: Score, pairs: list[Pair], batch_size: int, desc: str) -> np.ndarray:
+    scores, _ = run_batches(
+        score, pairs, length_batches(pairs, batch_size, pair_length), desc, "pair"
+    )
+    return scores
+
+
+def difference(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    # Nine decimals: ONNX FP32 differs from PyTorch by about 1e-8, which six would show as 0.
+    return {
+        "max_abs": round(float(diff.max()), 9),
+        "mean_abs": round(float(diff.mean()), 9),
+        "pairs": len(diff),
+    }
+
+
+def ranking_ndcg(
+    engines: dict[str, Score], evalset: EvalData, batch_size: int, depth: int
+) -> dict[str, Any]:
+    pairs = evalset.pairs()
+    print(f"nDCG@10: scoring {len(pairs)} pairs of {len(evalset.qrels)} queries", flush=True)
+    scores = {name: score_all(s, pairs, batch_size, f"nDCG {name}") for name, s in engines.items()}
+    result: dict[str, Any] = {
+        "data": str(evalset.data.root),
+        "queries": len(evalset.qrels),
+        "depth": depth,
+        "pairs": len(pairs),
+        "bm25": round(evalset.ndcg(None), 6),
+        **{name: round(evalset.ndcg(s), 6) for name, s in scores.items()},
+        "score_diff_int8_vs_torch": difference(scores["onnx_int8"], scores["torch_fp32"]),
+    }
+    result["difference"] = round(result["onnx_int8"] - result["torch_fp32"], 6)
+    return result
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def model_card(manifest: dict[str, Any]) -> str:
+    m = manifest["metrics"]
+    speed = m["pairs_per_s"]
+    q = manifest["quantization"]
+    diff = m["score_diff_vs_torch_fp32"]
+    rows = "\n".join(
+        f"| {label} | {speed[key]:.1f} | {speed[key] / speed['torch_fp32']:.2f}x |"
+        for key, label in (
+            ("torch_fp32", "PyTorch FP32 (CrossEncoder.predict)"),
+            ("onnx_fp32", f"ONNX FP32 (`{FP32_FILE}`)"),
+            ("onnx_int8", f"ONNX INT8 (`{INT8_FILE}`)"),
+        )
+    )
+    ndcg = ""
+    if m.get("ndcg@10"):
+        n = m["ndcg@10"]
+        d = n["score_diff_int8_vs_torch"]
+        ndcg = f"""
+Reranking the BM25 top {n["depth"]} of {n["queries"]} queries ({n["pairs"]} pairs) of
+`{n["data"]}`, split `{m["eval_split"]}`:
+
+| ranking | nDCG@10 |
+| --- | --- |
+| BM25 alone | {n["bm25"]:.4f} |
+| PyTorch FP32 | {n["torch_fp32"]:.4f} |
+| ONNX INT8 | {n["onnx_int8"]:.4f} ({n["difference"]:+.4f}) |
+
+INT8 scores of those pairs differ from PyTorch's by at most {d["max_abs"]:.4f} (mean
+{d["mean_abs"]:.4f}).
+"""
+    src = manifest["source"]
+    files = (
+        f"`{FP32_FILE}` (FP32, {m['size_mb']['onnx_fp32']} MB), `{INT8_FILE}` (INT8, "
+        f"{m['size_mb']['onnx_int8']} MB), tokenizer, configuration and PyTorch weights"
+    )
+    onnx = (
+        f"opset 17, inputs {', '.join(manifest['onnx']['inputs'])}, output logits (batch, 1); "
+        f"{manifest['onnx']['source']}"
+    )
+    quantization = (
+        f"{q['mode']}, variant `{q['variant']}`, weights {q['weight_type']}, activations "
+        f"{q['activations']}"
+    )
+    return f"""# {manifest["name"]} / {manifest["version"]}
+
+An INT8 copy of a cross-encoder reranker for CPU inference with the reranker service's onnx
+backend, next to its FP32 ONNX export and PyTorch weights. Written by
+`python -m trainers.quantize reranker`.
+
+| | |
+| --- | --- |
+| model | `{src["path"]}` ({src.get("name", "?")} / {src.get("version", "?")}) |
+| method | {manifest["method"]} |
+| files | {files} |
+| ONNX | {onnx} |
+| quantization | {quantization} |
+| created | {manifest["created_at"]} |
+
+## Measured
+
+{m["pairs"]["count"]} (query, passage) pairs: {m["pairs"]["source"]}.
+Mean {m["pairs"]["mean_tokens"]} tokens per pair, truncated at {m["max_length"]}; batch
+{m["batch_size"]}, {m["threads"]} thread(s), median of {len(speed["runs"]["torch_fp32"])}
+interleaved run(s), {m["cpu"]}:
+
+| engine | pairs/s | vs PyTorch FP32 |
+| --- | --- | --- |
+{rows}
+
+Scores (after the model's activation) against PyTorch FP32's on those pairs:
+
+| engine | max abs difference | mean abs difference |
+| --- | --- | --- |
+| ONNX FP32 | {diff["onnx_fp32"]["max_abs"]:.2e} | {diff["onnx_fp32"]["mean_abs"]:.2e} |
+| ONNX INT8 | {diff["onnx_int8"]["max_abs"]:.4f} | {diff["onnx_int8"]["mean_abs"]:.4f} |
+{ndcg}
+## Use
+
+```bash
+# from the repository root
+RAGRAIL_RERANKER_BACKEND=onnx RAGRAIL_RERANKER_ONNX_FILE={INT8_FILE} \\
+    RAGRAIL_RERANKER_MODEL={manifest["path"]} python -m services.reranker
+# FP32: leave RAGRAIL_RERANKER_ONNX_FILE at its default, {FP32_FILE}
+```
+
+`manifest.json` records the arguments, library versions and file hashes; `metrics.json` the
+numbers above.
+"""
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    """models/reranker/<trained name>-int8/<trained version>/: the trainer's layout, found by
+    the service's newest-model lookup."""
+    src = Path(args.model).resolve()
+    name = args.name or f"{src.parent.name}-int8"
+    version = args.version or src.name
+    return Path("models") / "reranker" / name / version
+
+
+def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """Runs the whole recipe; returns the output directory and its metrics."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import onnx
+    import onnxruntime
+    import sentence_transformers
+    import torch
+    import transformers
+
+    started = time.perf_counter()
+    src = Path(args.model)
+    if not src.is_dir():
+        raise SystemExit(f"model directory {src} does not exist")
+    out: Path = args.out or default_out(args)
+    if out.resolve() == src.resolve():
+        raise SystemExit("--out must be another directory than --model (the card and manifest)")
+    if (out / INT8_FILE).exists() and not args.overwrite:
+        raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
+    seed_everything(args.seed)
+    threads = args.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+
+    evalset = None
+    if args.data:
+        evalset = load_eval(args.data, args.eval_split, args.eval_max_queries, args.eval_depth)
+        pool = evalset.pairs()
+        source = (
+            f"BM25 top {args.eval_depth} of {len(evalset.qrels)} queries of `{args.data}` "
+            f"split `{args.eval_split}`"
+        )
+    else:
+        pool, source = sample_pairs()
+    if not pool:
+        raise SystemExit(f"no (query, passage) pairs to measure on ({source})")
+    pairs = bench_pairs(pool, args.bench_pairs, args.seed)
+
+    model = load_cross_encoder(src, args.max_length)
+    max_length = int(model.max_seq_length)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx_info = fp32_onnx(model, src, out, args.export)
+    copied = copy_model_dir(src, out)
+    print(f"{onnx_info['source']}: {out / FP32_FILE}; copied {copied}", flush=True)
+    quant = quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
+    print(f"quantized {out / INT8_FILE}: {quant}", flush=True)
+
+    fp32 = onnx_engine(out, FP32_FILE, threads, args.batch_size, max_length)
+    int8 = onnx_engine(out, INT8_FILE, threads, args.batch_size, max_length)
+    engines: dict[str, Score] = {
+        "torch_fp32": torch_engine(model, args.batch_size),
+        "onnx_fp32": fp32.predict,
+        "onnx_int8": int8.predict,
+    }
+    print(
+        f"timing {len(pairs)} pairs x {args.repeats} run(s), batch {args.batch_size}, "
+        f"{threads} thread(s), max {max_length} tokens",
+        flush=True,
+    )
+    scores, speed = measure(
+        engines, pairs, args.batch_size, args.repeats, length=pair_length, unit="pair"
+    )
+    distinct = min(len(pairs), len(pool))  # the rest repeat these
+    diff = {
+        name: difference(scores[name][:distinct], scores["torch_fp32"][:distinct])
+        for name in ("onnx_fp32", "onnx_int8")
+    }
+    if diff["onnx_fp32"]["max_abs"] > FP32_TOLERANCE:
+        raise SystemExit(
+            f"{out / FP32_FILE} scores differ from the PyTorch weights by "
+            f"{diff['onnx_fp32']['max_abs']} (more than {FP32_TOLERANCE}): the model.onnx of "
+            f"{src} was exported from other weights; pass --export --overwrite to export it again"
+        )
+    encoded = fp32.tokenizer(
+        [p[0] for p in pairs[:distinct]],
+        [p[1] for p in pairs[:distinct]],
+        truncation="longest_first",
+        max_length=max_length,
+    )
+    metrics: dict[str, Any] = {
+        "pairs": {
+            "source": source,
+            "count": len(pairs),
+            "distinct": distinct,
+            "mean_tokens": round(float(np.mean([len(i) for i in encoded["input_ids"]])), 1),
+        },
+        "batch_size": args.batch_size,
+        "threads": threads,
+        "max_length": max_length,
+        "cpu": cpu_name(),
+        # measure() names its unit texts; here each input is a (query, passage) pair.
+        "pairs_per_s": {
+            **{name: s["texts_per_s"] for name, s in speed.items()},
+            "runs": {name: s["runs"] for name, s in speed.items()},
+        },
+        "speedup_vs_torch_fp32": {
+            name: round(s["texts_per_s"] / speed["torch_fp32"]["texts_per_s"], 3)
+            for name, s in speed.items()
+            if name != "torch_fp32"
+        },
+        "score_diff_vs_torch_fp32": diff,
+        "size_mb": {
+            "onnx_fp32": round((out / FP32_FILE).stat().st_size / 2**20, 1),
+            "onnx_int8": round((out / INT8_FILE).stat().st_size / 2**20, 1),
+        },
+    }
+    if evalset is not None:
+        metrics["eval_split"] = args.eval_split
+        metrics["ndcg@10"] = ranking_ndcg(
+            {"torch_fp32": engines["torch_fp32"], "onnx_int8": int8.predict},
+            evalset,
+            args.batch_size,
+            args.eval_depth,
+        )
+
+    manifest = {
+        "name": args.name or out.parent.name,
+        "version": args.version or out.name,
+        "path": str(out),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "source": source_manifest(src),
+        "method": (
+            "onnxruntime dynamic quantization of the FP32 ONNX export "
+            f"({quant['variant']}), INT8 weights"
+        ),
+        "format": ["onnx", "sentence-transformers"],
+        "files": {
+            name: {"sha256": sha256(out / name), "bytes": (out / name).stat().st_size}
+            for name in (FP32_FILE, INT8_FILE)
+        },
+        "onnx": onnx_info,
+        "quantization": quant,
+        "params": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in ("out", "overwrite")
+        },
+        "metrics": metrics,
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__,
+            "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__,
+        },
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+    s = metrics["pairs_per_s"]
+    print(
+        f"pairs/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
+        f"{s['onnx_int8']} ({metrics['speedup_vs_torch_fp32']['onnx_int8']}x torch); INT8 "
+        f"score difference max {diff['onnx_int8']['max_abs']}, "
+        f"mean {diff['onnx_int8']['mean_abs']}",
+        flush=True,
+    )
+    if evalset is not None:
+        n = metrics["ndcg@10"]
+        print(
+            f"nDCG@10: BM25 {n['bm25']:.4f}, torch FP32 {n['torch_fp32']:.4f}, ONNX INT8 "
+            f"{n['onnx_int8']:.4f} ({n['difference']:+.4f})",
+            flush=True,
+        )
+    print(f"saved {out} in {manifest['seconds']} s", flush=True)
+    return out, metrics
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.quantize reranker",
+        description="Quantize a cross-encoder reranker (trainers.reranker output) to INT8 with "
+        "onnxruntime, compare its scores and nDCG@10 with PyTorch FP32 and measure pairs/s.",
+    )
+    parser.add_argument(
+        "--model", required=True, help="Cross-encoder directory written by trainers.reranker."
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="Output directory (default: models/reranker/<model's name>-int8/<its version>/).",
+    )
+    parser.add_argument("--name", default="", help="Model name (default: <model's name>-int8).")
+    parser.add_argument("--version", default="", help="Model version (default: the model's).")
+    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    parser.add_argument(
+        "--export", action="store_true", help="Export model.onnx even when the model has one."
+    )
+    parser.add_argument(
+        "--variant",
+        choices=tuple(VARIANTS),
+        default=DEFAULT_VARIANT,
+        help="Dynamic quantization variant, as the embedder's (default: %(default)s).",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="BEIR directory: measure on the BM25 candidates of its queries and compare "
+        "nDCG@10 (default: built-in pairs from samples/corpus, no nDCG).",
+    )
+    parser.add_argument("--eval-split", default="test", help="qrels split of --data.")
+    parser.add_argument("--eval-depth", type=int, default=20, help="BM25 candidates per query.")
+    parser.add_argument(
+        "--eval-max-queries", type=int, default=50, help="First N queries of the split (0: all)."
+    )
+    parser.add_argument("--bench-pairs", type=int, default=256, help="How many pairs to time.")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed runs per engine.")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=0, help="Intra-op threads; 0: all cores.")
+    parser.add_argument(
+        "--max-length", type=int, default=0, help="Tokens per pair; 0: the model's own."
+    )
+    parser.add_argument(
+        "--max-score-diff",
+        type=float,
+        default=0.1,
+        help="Most absolute difference of an INT8 score (after the activation, 0 to 1 for a "
+        "sigmoid) from PyTorch FP32's on the timed pairs; above it the command fails. A guard "
+        "against a broken quantization: nDCG@10 (--data) measures the ranking (default: "
+        "%(default)s).",
+    )
+    parser.add_argument("--seed", type=int, default=42, help="Orders the timed pairs.")
+    args = parser.parse_args(argv)
+    for flag in ("eval_depth", "bench_pairs", "repeats", "batch_size"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
+    for flag in ("eval_max_queries", "threads", "max_length", "max_score_diff"):
+        if getattr(args, flag) < 0:
+            parser.error(f"--{flag.replace('_', '-')} must not be negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    _, metrics = quantize(args)
+    worst = metrics["score_diff_vs_torch_fp32"]["onnx_int8"]["max_abs"]
+    if worst > args.max_score_diff:
+        print(
+            f"INT8 fails its check: scores differ from PyTorch FP32 by up to {worst} > "
+            f"--max-score-diff {args.max_score_diff}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
