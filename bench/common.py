@@ -60,9 +60,10 @@ def percentiles(ms: list[float]) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def running_suite() -> Iterator[str]:
-    """Starts embedder, retriever and gateway on free ports in a scratch directory; yields
-    the gateway URL."""
+def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
+    """Starts embedder, retriever, gateway (and the reranker, when `env` or models/ give it a
+    model) on free ports in a scratch directory, with `env` on top; yields the gateway URL.
+    The process environment is restored afterwards, so suites can run one after another."""
     import socket
 
     from ragrail.launcher import Supervisor
@@ -73,11 +74,14 @@ def running_suite() -> Iterator[str]:
             return str(s.getsockname()[1])
 
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
-        ports = {n: free() for n in ("embedder", "retriever", "gateway")}
+        ports = {n: free() for n in ("embedder", "retriever", "reranker", "gateway")}
+        saved = dict(os.environ)
         os.environ.update(
             {
                 "RAGRAIL_EMBEDDER_PORT": ports["embedder"],
                 "RAGRAIL_RETRIEVER_PORT": ports["retriever"],
+                "RAGRAIL_RERANKER_PORT": ports["reranker"],
+                "RAGRAIL_RERANKER_METRICS_PORT": "-1",
                 "RAGRAIL_GATEWAY_PORT": ports["gateway"],
                 "RAGRAIL_EMBEDDER_METRICS_PORT": "-1",
                 "RAGRAIL_RETRIEVER_METRICS_PORT": "-1",
@@ -85,6 +89,7 @@ def running_suite() -> Iterator[str]:
                 "RAGRAIL_GATEWAY_RETRIEVER_URL": f"127.0.0.1:{ports['retriever']}",
                 "RAGRAIL_GATEWAY_MAX_REQUEST_MB": "500",
                 "HF_HUB_OFFLINE": "1",
+                **(env or {}),
             }
         )
         supervisor = Supervisor(Path(tmp), print)
@@ -93,3 +98,5 @@ def running_suite() -> Iterator[str]:
             yield supervisor.child("gateway").url
         finally:
             supervisor.down()
+            os.environ.clear()
+            os.environ.update(saved)

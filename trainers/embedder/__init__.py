@@ -1,0 +1,1 @@
+"""Fine-tune the embedder (see train.py)."""
