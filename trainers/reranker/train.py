@@ -55,6 +55,8 @@ METHOD = (
     "from the first stage (BM25, optionally a dense embedder)"
 )
 ONNX_OPSET = 17
+# Parameters that are new in a cross-encoder built on a sentence-transformers bi-encoder.
+HEAD_PREFIXES = ("classifier.", "bert.pooler.", "pooler.")
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -160,7 +162,17 @@ def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespac
     loss_fn = BinaryCrossEntropyLoss(model)
     steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
     total = steps_per_epoch * args.epochs
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    # The classification head and BERT's pooler start from random weights (the MiniLM base is
+    # a mean-pooling bi-encoder): at the encoder's small learning rate they barely move in a
+    # few hundred steps and the model only learns the label prior (measured on SciFact: loss
+    # 0.69 -> 0.55, nDCG@10 0.33 against BM25's 0.79). They get their own, larger rate.
+    head, encoder = [], []
+    for name, param in model.model.named_parameters():
+        (head if name.startswith(HEAD_PREFIXES) else encoder).append(param)
+    optimizer = torch.optim.AdamW(
+        [{"params": encoder, "lr": args.lr}, {"params": head, "lr": args.head_lr}],
+        weight_decay=0.01,
+    )
     scheduler = get_linear_schedule_with_warmup(optimizer, int(total * args.warmup_ratio), total)
     order = torch.Generator().manual_seed(args.seed)
     losses: list[float] = []
@@ -454,6 +466,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5, help="Peak learning rate.")
+    parser.add_argument(
+        "--head-lr",
+        type=float,
+        default=1e-3,
+        help="Peak learning rate of the fresh classification head and pooler.",
+    )
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=256, help="Tokens per pair.")
     parser.add_argument("--negatives", type=int, default=4, help="BM25 negatives per query.")
