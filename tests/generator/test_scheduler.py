@@ -77,9 +77,7 @@ class ScriptedEngine(LocalEngine):
     def __init__(self, model: ScriptedModel, **limits: int) -> None:
         values = {"max_batch_size": 4, "queue_size": 2, "kv_cache_tokens": 1000}
         values.update(limits)
-        self.scheduler = Scheduler(
-            model, SchedulerLimits(context_length=1000, **values), self.name
-        )
+        self.scheduler = Scheduler(model, SchedulerLimits(context_length=1000, **values), self.name)
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, "scripted", 1000)

@@ -17,7 +17,8 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_without_a_reranker_model_the_suite_runs_without_reranking(tmp_path: Path) -> None:
     said: list[str] = []
     supervisor = Supervisor(tmp_path / "data", said.append)
-    assert [c.spec.name for c in supervisor.children] == ["embedder", "retriever", "gateway"]
+    names = [c.spec.name for c in supervisor.children]
+    assert names == ["embedder", "retriever", "generator", "gateway"]
     assert "RAGRAIL_GATEWAY_RERANKER_URL" not in supervisor.child("gateway").env
     assert any("not starting reranker" in s for s in said)
 
@@ -31,5 +32,5 @@ def test_a_trained_reranker_is_started_and_the_gateway_pointed_at_it(
     monkeypatch.setenv("RAGRAIL_RERANKER_PORT", "50999")
     supervisor = Supervisor(tmp_path / "data", print)
     names = [c.spec.name for c in supervisor.children]
-    assert names == ["embedder", "retriever", "reranker", "gateway"]
+    assert names == ["embedder", "retriever", "reranker", "generator", "gateway"]
     assert supervisor.child("gateway").env["RAGRAIL_GATEWAY_RERANKER_URL"] == "127.0.0.1:50999"

@@ -1,0 +1,235 @@
+"""The generator as real processes: llamacpp on the packaged GGUF; torch on a Hugging Face
+directory made from that GGUF, alone and with a LoRA adapter made by peft in the test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+from tests.conftest import REPO, free_port
+
+# Small limits, so the capacity tests fill the batch and the queue with a few requests.
+MAX_BATCH_SIZE = 2
+QUEUE_SIZE = 1
+CONTEXT_LENGTH = 1024
+QUESTION = [common_pb2.ChatMessage(role="user", content="What is the capital of France?")]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Service:
+    name: str
+    target: str
+    metrics_port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def call(self, method: str, request: Any, timeout: float = 120) -> Any:
+        async def go() -> Any:
+            async with grpc.aio.insecure_channel(self.target) as channel:
+                stub = generator_pb2_grpc.GeneratorStub(channel)
+                return await getattr(stub, method)(request, timeout=timeout)
+
+        return asyncio.run(go())
+
+    def stream(self, request: Any, timeout: float = 120) -> list[generator_pb2.GenerateChunk]:
+        async def go() -> list[generator_pb2.GenerateChunk]:
+            async with grpc.aio.insecure_channel(self.target) as channel:
+                stub = generator_pb2_grpc.GeneratorStub(channel)
+                return [c async for c in stub.GenerateStream(request, timeout=timeout)]
+
+        return asyncio.run(go())
+
+    def generate(self, messages: Any = None, **sampling: Any) -> generator_pb2.GenerateResponse:
+        return self.call("Generate", request(messages, **sampling))
+
+    def info(self) -> generator_pb2.GeneratorInfo:
+        return self.call("Info", common_pb2.InfoRequest(), timeout=10)
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+
+    def wait_idle(self, timeout: float = 20) -> dict[str, str]:
+        """Info details once no request is running or waiting."""
+        deadline = time.monotonic() + timeout
+        while True:
+            details = dict(self.info().service.details)
+            if details["running"] == "0" and details["waiting"] == "0":
+                return details
+            if time.monotonic() > deadline:
+                pytest.fail(f"{self.name} still busy after {timeout} s: {details}")
+            time.sleep(0.1)
+
+
+def request(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
+    return generator_pb2.GenerateRequest(
+        messages=messages or QUESTION, sampling=generator_pb2.SamplingParams(**sampling)
+    )
+
+
+def start(name: str, logs: Path, **settings: str) -> Service:
+    port, metrics_port = free_port(), free_port()
+    env = clean_env(
+        RAGRAIL_GENERATOR_PORT=str(port),
+        RAGRAIL_GENERATOR_METRICS_PORT=str(metrics_port),
+        RAGRAIL_GENERATOR_THREADS="1",
+        RAGRAIL_GENERATOR_MAX_BATCH_SIZE=str(MAX_BATCH_SIZE),
+        RAGRAIL_GENERATOR_QUEUE_SIZE=str(QUEUE_SIZE),
+        RAGRAIL_GENERATOR_CONTEXT_LENGTH=str(CONTEXT_LENGTH),
+        RAGRAIL_GENERATOR_KV_CACHE_TOKENS=str(CONTEXT_LENGTH * MAX_BATCH_SIZE),
+        RAGRAIL_GENERATOR_LOG_FORMAT="text",
+        **{f"RAGRAIL_GENERATOR_{k.upper()}": v for k, v in settings.items()},
+    )
+    log = logs / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.generator"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Service(name, f"127.0.0.1:{port}", metrics_port, process, log)
+
+
+def wait_serving(service: Service, timeout: float = 300.0) -> None:
+    async def serving() -> bool:
+        async with grpc.aio.insecure_channel(service.target) as channel:
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=2
+                )
+            except grpc.aio.AioRpcError:
+                return False
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            pytest.fail(f"generator ({service.name}) exited:\n{service.log.read_text()[-3000:]}")
+        if asyncio.run(serving()):
+            return
+        time.sleep(0.3)
+    pytest.fail(f"generator ({service.name}) not serving after {timeout} s")
+
+
+def stop(services: list[Service]) -> None:
+    for service in services:
+        service.process.terminate()
+    for service in services:
+        try:
+            service.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.process.kill()
+            service.process.wait()
+
+
+@pytest.fixture(scope="session")
+def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    service = start("llamacpp", tmp_path_factory.mktemp("generator-logs"), engine="llamacpp")
+    try:
+        wait_serving(service)
+        yield service
+    finally:
+        stop([service])
+
+
+def hf_model_from_gguf(out: Path) -> Any:
+    """The packaged GGUF as a Hugging Face directory (float32), and the loaded model.
+
+    transformers de-quantizes a GGUF on load but will not save that model, so its weights go
+    into a fresh model of the same configuration, which saves like any other."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from services.generator.backends.models import packaged_gguf
+
+    gguf = packaged_gguf()
+    loaded = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    model.config._name_or_path = str(out)  # what the adapter records as its base model
+    return model
+
+
+def lora_adapter(model: Any, out: Path) -> None:
+    """A peft LoRA adapter on q/v projections with random (non-zero) B matrices: what a few
+    training steps produce, enough to change greedy answers."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(
+        model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"])
+    )
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+    peft_model.save_pretrained(out)
+
+
+@dataclass
+class TorchModels:
+    model: Path
+    adapter: Path
+
+
+@pytest.fixture(scope="session")
+def torch_models(tmp_path_factory: pytest.TempPathFactory) -> TorchModels:
+    root = tmp_path_factory.mktemp("torch-models")
+    model = hf_model_from_gguf(root / "smollm2")
+    lora_adapter(model, root / "lora")
+    assert (root / "lora" / "adapter_config.json").is_file()
+    return TorchModels(root / "smollm2", root / "lora")
+
+
+@pytest.fixture(scope="session")
+def torch_services(
+    torch_models: TorchModels, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Service]]:
+    logs = tmp_path_factory.mktemp("generator-torch-logs")
+    services = {
+        "base": start("torch", logs, engine="torch", model=str(torch_models.model)),
+        "lora": start(
+            "torch-lora",
+            logs,
+            engine="torch",
+            model=str(torch_models.model),
+            adapter=str(torch_models.adapter),
+        ),
+    }
+    try:
+        for service in services.values():
+            wait_serving(service)
+        yield services
+    finally:
+        stop(list(services.values()))
