@@ -1,0 +1,455 @@
+"""Generation benchmark: the generator service over gRPC against the raw libraries it wraps.
+
+    python bench/generator.py                          # llamacpp and torch, CPU
+    python bench/generator.py --engines llamacpp --max-tokens 128
+    python bench/generator.py --engines torch --device cuda --threads 8
+
+For each engine, in one run, on the same model and the same chat prompts (rendered with the
+model's own template):
+  * single stream, greedy: time to first token and tokens/s of the service's GenerateStream
+    against the raw library in this process (llama-cpp-python's streaming create_completion;
+    transformers' generate with a streamer), one prompt at a time, service and raw taking
+    turns so both see the same machine load; the ratio, and whether the texts are the same;
+  * concurrent streams: aggregate tokens/s of the service at 1, 4 and 8 simultaneous
+    streams (continuous batching), against its own single-stream figure.
+The raw side gets the service's thread count (and llama.cpp's flash attention, as the
+service uses by default), so the ratio measures the service, not a configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from rich.console import Console
+from rich.table import Table
+
+from bench.common import REPO
+from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+
+console = Console(width=max(Console().width, 140))
+
+# Open questions, so greedy answers run long rather than ending after a sentence.
+PROMPTS = [
+    "Write a short story about a robot who learns to paint.",
+    "Explain in detail how a bicycle stays upright while moving.",
+    "Describe the water cycle step by step for a ten-year-old.",
+    "Write a letter to a friend about your trip to the mountains.",
+    "Explain how bread dough rises and what yeast does, in several paragraphs.",
+    "Tell me about the history of the printing press and why it mattered.",
+    "Describe a busy market in the morning, with its sounds and smells.",
+    "Give detailed advice on how to start learning to play the guitar.",
+]
+
+
+@dataclass
+class Run:
+    """One answer: seconds to the first token and in all, tokens, text."""
+
+    ttft: float
+    total: float
+    tokens: int
+    text: str
+
+
+@dataclass
+class PathResult:
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(r.tokens for r in self.runs) / sum(r.total for r in self.runs)
+
+    @property
+    def decode_per_s(self) -> float:
+        """Tokens after the first over the time after the first: the decoding rate alone."""
+        tokens = sum(max(r.tokens - 1, 0) for r in self.runs)
+        return tokens / sum(r.total - r.ttft for r in self.runs)
+
+    @property
+    def ttft_ms(self) -> float:
+        return statistics.median(r.ttft for r in self.runs) * 1000
+
+
+# -- the service ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+        full.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            RAGRAIL_GENERATOR_PORT=str(self.port),
+            RAGRAIL_GENERATOR_METRICS_PORT="-1",
+            RAGRAIL_GENERATOR_LOG_FORMAT="text",
+            **env,
+        )
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "services.generator"],
+                cwd=REPO,
+                env=full,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.target = f"127.0.0.1:{self.port}"
+
+    async def wait(self, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        async with grpc.aio.insecure_channel(self.target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise SystemExit(f"generator exited; log:\n{self.log.read_text()[-3000:]}")
+                try:
+                    reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.aio.AioRpcError:
+                    pass
+                await asyncio.sleep(0.3)
+        raise SystemExit(f"generator not serving after {timeout} s; see {self.log}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+async def stream_one(
+    stub: generator_pb2_grpc.GeneratorStub, prompt: str, max_tokens: int, greedy: bool, seed: int
+) -> Run:
+    sampling = generator_pb2.SamplingParams(max_tokens=max_tokens, seed=seed)
+    sampling.temperature = 0.0 if greedy else 0.8
+    req = generator_pb2.GenerateRequest(
+        messages=[common_pb2.ChatMessage(role="user", content=prompt)], sampling=sampling
+    )
+    started = time.perf_counter()
+    first = None
+    parts: list[str] = []
+    tokens = 0
+    async for chunk in stub.GenerateStream(req, timeout=600):
+        if first is None and chunk.delta:
+            first = time.perf_counter()
+        parts.append(chunk.delta)
+        if chunk.finish_reason:
+            tokens = chunk.usage.completion_tokens
+    end = time.perf_counter()
+    return Run((first or end) - started, end - started, tokens, "".join(parts))
+
+
+async def concurrent(target: str, streams: int, max_tokens: int) -> tuple[float, list[Run]]:
+    """Aggregate tokens/s of `streams` simultaneous sampled answers to different prompts."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = generator_pb2_grpc.GeneratorStub(channel)
+        started = time.perf_counter()
+        runs = await asyncio.gather(
+            *(
+                stream_one(stub, PROMPTS[i % len(PROMPTS)], max_tokens, False, seed=i)
+                for i in range(streams)
+            )
+        )
+        wall = time.perf_counter() - started
+    return sum(r.tokens for r in runs) / wall, list(runs)
+
+
+# -- the raw libraries ----------------------------------------------------------------------
+
+
+class RawLlamaCpp:
+    """llama-cpp-python's Llama, as its users call it."""
+
+    label = "llama-cpp-python raw: create_completion(stream=True)"
+
+    def __init__(self, model: Path, threads: int, context: int) -> None:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llm = Llama(
+            str(model), n_ctx=context, n_threads=threads, flash_attn=True, verbose=False
+        )
+        meta = self.llm.metadata
+        self.formatter = Jinja2ChatFormatter(
+            template=meta["tokenizer.chat_template"],
+            eos_token=self.llm._model.token_get_text(int(meta["tokenizer.ggml.eos_token_id"])),
+            bos_token=self.llm._model.token_get_text(int(meta["tokenizer.ggml.bos_token_id"])),
+        )
+
+    def run(self, question: str, max_tokens: int) -> Run:
+        prompt = self.formatter(messages=[{"role": "user", "content": question}]).prompt
+        self.llm.reset()  # no prompt reuse from the previous call: the service has none either
+        started = time.perf_counter()
+        first = None
+        parts = []
+        for chunk in self.llm.create_completion(
+            prompt, max_tokens=max_tokens, temperature=0.0, stream=True
+        ):
+            if first is None:
+                first = time.perf_counter()
+            parts.append(chunk["choices"][0]["text"])
+        end = time.perf_counter()
+        text = "".join(parts)
+        tokens = len(self.llm.tokenize(text.encode(), add_bos=False, special=False))
+        return Run((first or end) - started, end - started, tokens, text)
+
+
+class RawTransformers:
+    """transformers' generate with a streamer that notes when each token arrives."""
+
+    label = "transformers raw: generate(streamer=...)"
+
+    def __init__(self, model: str, threads: int, device: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from services.generator.backends.models import configured_model
+
+        path = configured_model(model)
+        where, extra = (str(path.parent), {"gguf_file": path.name}) if path.is_file() else (
+            str(path), {})  # fmt: skip
+        if device == "cpu":
+            torch.set_num_threads(threads)
+        dtype = torch.float32 if device == "cpu" else torch.bfloat16
+        self.tokenizer = AutoTokenizer.from_pretrained(where, **extra)
+        self.model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **extra)
+        self.model = self.model.to(device).eval()
+        self.device = device
+        self.torch = torch
+
+    def run(self, question: str, max_tokens: int) -> Run:
+        from transformers.generation.streamers import BaseStreamer
+
+        prompt = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
+        ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt").to(self.device)
+        stamps: list[float] = []
+        out: list[int] = []
+
+        class Stamps(BaseStreamer):
+            def __init__(self) -> None:
+                self.prompt_seen = False
+
+            def put(self, value: object) -> None:
+                if not self.prompt_seen:  # the first call carries the prompt
+                    self.prompt_seen = True
+                    return
+                stamps.append(time.perf_counter())
+                out.extend(int(t) for t in value.reshape(-1).tolist())  # type: ignore[attr-defined]
+
+            def end(self) -> None:
+                pass
+
+        started = time.perf_counter()
+        with self.torch.inference_mode():
+            self.model.generate(
+                **ids,
+                max_new_tokens=max_tokens,
+                do_sample=False,
+                streamer=Stamps(),
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        if self.device != "cpu":
+            self.torch.cuda.synchronize()
+        end = time.perf_counter()
+        ends = {self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id}
+        tokens = [t for t in out if t not in ends]
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return Run((stamps[0] if stamps else end) - started, end - started, len(tokens), text)
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+@dataclass
+class EngineResult:
+    engine: str
+    raw: PathResult
+    service: PathResult
+    concurrency: dict[int, tuple[float, list[Run]]]
+
+
+def bench_engine(
+    engine: str, args: argparse.Namespace, make_raw: Callable[[], RawLlamaCpp | RawTransformers]
+) -> EngineResult:
+    env = {
+        "RAGRAIL_GENERATOR_ENGINE": engine,
+        "RAGRAIL_GENERATOR_THREADS": str(args.threads),
+        "RAGRAIL_GENERATOR_MAX_BATCH_SIZE": str(max(args.concurrency)),
+        "RAGRAIL_GENERATOR_QUEUE_SIZE": "64",
+        "RAGRAIL_GENERATOR_CONTEXT_LENGTH": str(args.context),
+        "RAGRAIL_GENERATOR_KV_CACHE_TOKENS": str(args.context * max(args.concurrency)),
+    }
+    if engine == "torch":
+        env["RAGRAIL_GENERATOR_DEVICE"] = args.device
+        env["RAGRAIL_GENERATOR_MODEL"] = args.torch_model
+    elif args.gguf:
+        env["RAGRAIL_GENERATOR_MODEL"] = args.gguf
+    with tempfile.TemporaryDirectory(prefix="ragrail-bench-generator-") as tmp:
+        service = Service(env, Path(tmp) / f"{engine}.log")
+        try:
+            console.print(f"[bold]{engine}[/bold]: loading the raw library and the service")
+            raw = make_raw()
+            asyncio.run(service.wait())
+            return measure(engine, service, raw, args)
+        finally:
+            service.stop()
+
+
+def measure(
+    engine: str, service: Service, raw: RawLlamaCpp | RawTransformers, args: argparse.Namespace
+) -> EngineResult:
+    prompts = PROMPTS[: args.prompts]
+    raw_result = PathResult(raw.label)
+    service_result = PathResult(f"service, {engine} engine: gRPC GenerateStream")
+
+    async def service_run(prompt: str) -> Run:
+        async with grpc.aio.insecure_channel(service.target) as channel:
+            stub = generator_pb2_grpc.GeneratorStub(channel)
+            return await stream_one(stub, prompt, args.max_tokens, True, seed=0)
+
+    # Warm both (first calls size buffers and compile kernels), then take turns per prompt.
+    raw.run(prompts[0], 4)
+    asyncio.run(service_run(prompts[0]))
+    for prompt in prompts:
+        raw_result.runs.append(raw.run(prompt, args.max_tokens))
+        service_result.runs.append(asyncio.run(service_run(prompt)))
+        console.print(
+            f"  {engine} single stream: {service_result.runs[-1].tokens} tokens, service "
+            f"{service_result.runs[-1].tokens / service_result.runs[-1].total:.1f} tok/s, raw "
+            f"{raw_result.runs[-1].tokens / raw_result.runs[-1].total:.1f} tok/s"
+        )
+    if isinstance(raw, RawTransformers):
+        del raw.model  # free its memory (and threads) before the concurrent runs
+    levels: dict[int, tuple[float, list[Run]]] = {}
+    for streams in args.concurrency:
+        rate, runs = asyncio.run(concurrent(service.target, streams, args.max_tokens))
+        levels[streams] = (rate, runs)
+        console.print(f"  {engine} {streams} concurrent streams: {rate:.1f} tok/s aggregate")
+    return EngineResult(engine, raw_result, service_result, levels)
+
+
+def single_table(results: list[EngineResult], args: argparse.Namespace) -> Table:
+    table = Table(
+        title=f"Single stream, greedy: {args.prompts} prompts, up to {args.max_tokens} tokens each"
+    )
+    for col in ("path", "TTFT p50 ms", "tokens/s", "decode tokens/s", "ratio vs raw", "same text"):
+        table.add_column(col, justify="right")
+    for r in results:
+        same = sum(a.text == b.text for a, b in zip(r.raw.runs, r.service.runs, strict=True))
+        ratio = f"{r.service.tokens_per_s / r.raw.tokens_per_s:.2f}"
+        rows = ((r.raw, "1.00", ""), (r.service, ratio, f"{same}/{len(r.raw.runs)}"))
+        for path, ratio, same_cell in rows:
+            table.add_row(
+                path.label,
+                f"{path.ttft_ms:.0f}",
+                f"{path.tokens_per_s:.1f}",
+                f"{path.decode_per_s:.1f}",
+                ratio,
+                same_cell,
+            )
+    table.caption = (
+        "tokens/s = answer tokens / time from request to last token (prefill included); "
+        "decode tokens/s leaves out the time to the first token. Target: service >= 0.9 x raw."
+    )
+    return table
+
+
+def concurrency_table(results: list[EngineResult], args: argparse.Namespace) -> Table:
+    table = Table(
+        title=f"Concurrent streams through the service, sampled, {args.max_tokens} tokens"
+    )
+    for col in ("engine", "streams", "aggregate tokens/s", "vs 1 stream", "TTFT p50 ms",
+                "per-stream tokens/s"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in results:
+        base = r.concurrency[min(r.concurrency)][0]
+        for streams, (rate, runs) in sorted(r.concurrency.items()):
+            table.add_row(
+                r.engine,
+                str(streams),
+                f"{rate:.1f}",
+                f"{rate / base:.2f}",
+                f"{statistics.median(x.ttft for x in runs) * 1000:.0f}",
+                f"{statistics.mean(x.tokens / x.total for x in runs):.1f}",
+            )
+    table.caption = "Target: 8 streams >= 2.5 x 1 stream (continuous batching in one process)."
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", default="llamacpp,torch")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=6, help=f"1 to {len(PROMPTS)}")
+    parser.add_argument("--concurrency", default="1,4,8", help="Stream counts, comma-separated.")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="CPU threads, service and raw (0: service default)."
+    )
+    parser.add_argument("--context", type=int, default=1024, help="Context window per request.")
+    parser.add_argument("--gguf", default="", help="GGUF for llamacpp (default: packaged).")
+    parser.add_argument(
+        "--torch-model", default="", help="HF directory or GGUF for torch (default: packaged)."
+    )
+    parser.add_argument("--device", default="cpu", help="torch engine device: cpu or cuda.")
+    args = parser.parse_args()
+    args.concurrency = sorted({int(c) for c in args.concurrency.split(",")})
+    args.prompts = max(1, min(args.prompts, len(PROMPTS)))
+    os.chdir(REPO)
+    from services.generator.backends.models import configured_model, cpu_threads
+
+    args.threads = cpu_threads(args.threads)
+    load = os.getloadavg()
+    console.print(
+        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} before the run; "
+        f"{args.threads} threads for the service and the raw library"
+    )
+    results = []
+    for engine in args.engines.split(","):
+        if engine == "llamacpp":
+            gguf = configured_model(args.gguf)
+            results.append(
+                bench_engine(
+                    engine, args, lambda g=gguf: RawLlamaCpp(g, args.threads, args.context)
+                )
+            )
+        elif engine == "torch":
+            raw = lambda: RawTransformers(args.torch_model, args.threads, args.device)  # noqa: E731
+            results.append(bench_engine(engine, args, raw))
+        else:
+            raise SystemExit(f"unknown engine {engine}; choose llamacpp, torch")
+    console.print(single_table(results, args))
+    console.print(concurrency_table(results, args))
+    after = os.getloadavg()
+    console.print(f"load average {after[0]:.2f} after the run (other processes count too)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
