@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test lint bench proto clean
+.PHONY: install up test lint bench bench-generator proto clean
 
 install: $(STAMP)
 
@@ -31,6 +31,9 @@ lint: install
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) bench/retrieval.py
+
+bench-generator: install
+	HF_HUB_OFFLINE=1 $(PY) bench/generator.py
 
 proto: install
 	$(PY) -m shared.proto.codegen
