@@ -176,7 +176,7 @@ def hf_model_from_gguf(out: Path) -> Any:
     model.generation_config = loaded.generation_config
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    model.config._name_or_path = str(out)  # what the adapter records as its base model
+    model.config._name_or_path = model.name_or_path = str(out)  # the adapter's base model
     return model
 
 
