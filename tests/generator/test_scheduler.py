@@ -26,7 +26,7 @@ from services.generator.backends.scheduler import (
     SchedulerLimits,
     Sequence,
 )
-from shared.errors import DeadlineExceeded, ResourceExhausted
+from shared.errors import DeadlineExceeded, RagrailError, ResourceExhausted
 
 END = 0
 
@@ -44,6 +44,8 @@ class ScriptedModel(BatchModel):
         self.gate.set()
 
     def add(self, seq: Sequence) -> None:
+        if seq.request.request_id == "unloadable":
+            raise ValueError("no sampler for this one")
         seq.state = 0
         self.live.add(id(seq))
 
@@ -203,3 +205,12 @@ async def test_close_ends_pending_requests_as_cancelled() -> None:
     await engine.close()
     rest = [chunk async for chunk in stream]
     assert rest and rest[-1].finish_reason is FinishReason.CANCELLED
+
+
+async def test_a_request_that_cannot_start_fails_alone() -> None:
+    model = ScriptedModel()
+    async with running(ScriptedEngine(model)) as engine:
+        with pytest.raises(RagrailError, match="could not start this request"):
+            await collect(engine, job("unloadable", 2))
+        assert sum(c.tokens for c in await collect(engine, job("fine", 2))) == 2
+        assert engine.scheduler.load() == (0, 0)

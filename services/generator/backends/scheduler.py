@@ -192,10 +192,16 @@ class Scheduler:
                 ):
                     break  # first come, first served: nobody overtakes the head of the queue
                 state.waiting.popleft()
+                try:
+                    self.model.add(seq)
+                except Exception:
+                    log.exception("setting up a request failed", extra={"engine": self.engine})
+                    out.append((seq, RagrailError(f"the {self.engine} engine could not start "
+                                                  "this request; see its log")))  # fmt: skip
+                    continue
                 state.kv_reserved += seq.reserved
                 state.running.append(seq)
                 metrics.QUEUE_WAIT.labels(self.engine).observe(now - seq.submitted)
-                self.model.add(seq)
             metrics.WAITING.labels(self.engine).set(len(state.waiting))
             metrics.RUNNING.labels(self.engine).set(len(state.running))
         return True

@@ -143,6 +143,7 @@ class TorchModel(BatchModel):
             settings.kv_cache_tokens or self.context_length * settings.max_batch_size,
             self.context_length,
         )
+        self._check_cache_layout()
         self.vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self.end_ids = self._end_ids()
         self.prefill_chunk = settings.prefill_chunk
@@ -151,6 +152,21 @@ class TorchModel(BatchModel):
         self.rows: list[Sequence] = []
         self.cache: Any = None
         self.mask: Any = None
+
+    def _check_cache_layout(self) -> None:
+        """The batch cache is cut and padded per row, which only full-attention layers allow;
+        sliding-window or recurrent layers (Mistral, Gemma 2/3, hybrids) would be corrupted."""
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        layers = DynamicCache(config=self.model.config).layers
+        odd = sorted({type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer})
+        if odd:
+            raise FailedPrecondition(
+                f"{self.path} uses {', '.join(odd)} cache layers; the torch engine batches "
+                "models whose layers all use full attention (Llama, Qwen2, SmolLM, Phi-3...). "
+                "Serve this one with the llamacpp engine (as GGUF) or Triton"
+            )
 
     def _end_ids(self) -> set[int]:
         ids: set[int] = set()
