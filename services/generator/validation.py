@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from services.generator.backends.base import Message, Sampling
 from services.generator.settings import GeneratorSettings
@@ -17,9 +18,9 @@ DEFAULTS = Sampling()
 
 
 def messages_of(
-    messages: list[common_pb2.ChatMessage] | object, settings: GeneratorSettings, *, field: str
+    messages: Iterable[common_pb2.ChatMessage], settings: GeneratorSettings, *, field: str
 ) -> list[Message]:
-    items = list(messages)  # type: ignore[call-overload]
+    items = list(messages)
     if not items:
         raise InvalidArgument(f"{field} is empty; send at least one chat message")
     if len(items) > settings.max_messages:
