@@ -61,9 +61,10 @@ def percentiles(ms: list[float]) -> tuple[float, float]:
 
 @contextlib.contextmanager
 def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
-    """Starts embedder, retriever, gateway (and the reranker, when `env` or models/ give it a
-    model) on free ports in a scratch directory, with `env` on top; yields the gateway URL.
-    The process environment is restored afterwards, so suites can run one after another."""
+    """Starts what `ragrail up` starts (embedder, retriever, generator, gateway, and the
+    reranker when `env` or models/ give it a model) on free ports in a scratch directory, with
+    `env` on top; yields the gateway URL. The process environment is restored afterwards, so
+    suites can run one after another."""
     import socket
 
     from ragrail.launcher import Supervisor
@@ -74,7 +75,7 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
             return str(s.getsockname()[1])
 
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
-        ports = {n: free() for n in ("embedder", "retriever", "reranker", "gateway")}
+        ports = {n: free() for n in ("embedder", "retriever", "reranker", "generator", "gateway")}
         saved = dict(os.environ)
         os.environ.update(
             {
@@ -82,6 +83,8 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
                 "RAGRAIL_RETRIEVER_PORT": ports["retriever"],
                 "RAGRAIL_RERANKER_PORT": ports["reranker"],
                 "RAGRAIL_RERANKER_METRICS_PORT": "-1",
+                "RAGRAIL_GENERATOR_PORT": ports["generator"],
+                "RAGRAIL_GENERATOR_METRICS_PORT": "-1",
                 "RAGRAIL_GATEWAY_PORT": ports["gateway"],
                 "RAGRAIL_EMBEDDER_METRICS_PORT": "-1",
                 "RAGRAIL_RETRIEVER_METRICS_PORT": "-1",
