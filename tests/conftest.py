@@ -7,8 +7,12 @@ same Supervisor `ragrail up` uses; tests talk gRPC and HTTP to them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +30,63 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> Iterator[str]:
+    """Runs `python -m <module>` with `env` on top of a RAGRAIL_-free environment, on free
+    ports (`RAGRAIL_<prefix>_PORT`, metrics too), until its gRPC health check says SERVING;
+    yields its target and stops it afterwards. Its output goes to `log`."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    port = free_port()
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    full.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        **{
+            f"RAGRAIL_{prefix}_PORT": str(port),
+            f"RAGRAIL_{prefix}_METRICS_PORT": str(free_port()),
+            f"RAGRAIL_{prefix}_LOG_FORMAT": "text",
+        },
+    )
+    full.update(env)
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            cwd=REPO,
+            env=full,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    target = f"127.0.0.1:{port}"
+
+    async def serving() -> bool:
+        async with grpc.aio.insecure_channel(target) as channel:
+            try:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=2
+                )
+            except grpc.aio.AioRpcError:
+                return False
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    try:
+        deadline = time.monotonic() + 120
+        while not asyncio.run(serving()):
+            assert process.poll() is None, f"{module} exited:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"not serving:\n{log.read_text()[-3000:]}"
+            time.sleep(0.3)
+        yield target
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def suite_env(data_dir: Path) -> dict[str, str]:

@@ -7,21 +7,19 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.embedder.backends import load_backend
 from services.embedder.backends.base import EmbeddingBackend
 from services.embedder.settings import EmbedderSettings
 from shared.errors import FailedPrecondition
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, grpc_service
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -184,53 +182,10 @@ def test_missing_file_or_gpu_fail_with_a_reason(model_dir: Path, tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def service(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        RAGRAIL_EMBEDDER_BACKEND="onnx",
-        RAGRAIL_EMBEDDER_MODEL=str(model_dir),
-        RAGRAIL_EMBEDDER_PORT=str(port),
-        RAGRAIL_EMBEDDER_METRICS_PORT=str(free_port()),
-        RAGRAIL_EMBEDDER_LOG_FORMAT="text",
-    )
     log = tmp_path_factory.mktemp("embedder-onnx") / "embedder.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.embedder"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    target = f"127.0.0.1:{port}"
-
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
-    try:
-        deadline = time.monotonic() + 120
-        while not asyncio.run(serving()):
-            assert process.poll() is None, f"embedder exited:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"not serving:\n{log.read_text()[-3000:]}"
-            time.sleep(0.3)
+    env = {"RAGRAIL_EMBEDDER_BACKEND": "onnx", "RAGRAIL_EMBEDDER_MODEL": str(model_dir)}
+    with grpc_service("services.embedder", "EMBEDDER", env, log) as target:
         yield target
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def call(target: str, method: str, request):  # type: ignore[no-untyped-def]

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.proto.ragrail.v1 import embedder_pb2, embedder_pb2_grpc
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, grpc_service
 from trainers.data import Beir, Bm25, hard_negatives, merge_negatives
 from trainers.embedder import train as trainer
 from trainers.embedder.train import Example, batches, examples, main, parse_args
@@ -170,51 +165,10 @@ def test_refuses_to_overwrite_a_model(runs: dict[str, Path]) -> None:
 
 @pytest.fixture(scope="module")
 def service(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        RAGRAIL_EMBEDDER_MODEL=str(runs["a"]),
-        RAGRAIL_EMBEDDER_PORT=str(port),
-        RAGRAIL_EMBEDDER_METRICS_PORT=str(free_port()),
-        RAGRAIL_EMBEDDER_LOG_FORMAT="text",
-    )
     log = tmp_path_factory.mktemp("embedder-tuned") / "embedder.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.embedder"],
-            cwd=REPO,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    target = f"127.0.0.1:{port}"
-
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
-    try:
-        deadline = time.monotonic() + 120
-        while not asyncio.run(serving()):
-            assert process.poll() is None, f"embedder exited:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"not serving:\n{log.read_text()[-3000:]}"
-            time.sleep(0.3)
+    env = {"RAGRAIL_EMBEDDER_MODEL": str(runs["a"])}
+    with grpc_service("services.embedder", "EMBEDDER", env, log) as target:
         yield target
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.mark.integration
