@@ -143,7 +143,9 @@ def _int8_of(models: Path, source: Path | None) -> Path | None:
 
 def reranker_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     """The reranker service's environment, and a label; empty when there is no model."""
-    model = args.reranker or newest(REPO / "models" / "reranker", "config.json")
+    from services.reranker.backends.base import newest_trained_model
+
+    model = args.reranker or newest_trained_model(REPO / "models" / "reranker")
     if model is None:
         return {}, ""
     env = {"RAGRAIL_RERANKER_MODEL": str(model)}
