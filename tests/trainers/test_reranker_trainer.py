@@ -20,6 +20,7 @@ from trainers.reranker.train import (
     ndcg_at,
     parse_args,
     rerank_ndcg,
+    training_groups,
     training_pairs,
 )
 
@@ -34,7 +35,7 @@ PAIRS = [
 def tiny_run(out: Path, seed: int, *extra: str) -> Path:
     argv = [
         "--data", str(TINY_BEIR), "--out", str(out), "--max-queries", "6", "--negatives", "2",
-        "--max-length", "64", "--epochs", "1", "--batch-size", "6", "--eval-max-queries", "3",
+        "--max-length", "64", "--epochs", "1", "--batch-size", "2", "--eval-max-queries", "3",
         "--eval-depth", "10", "--seed", str(seed), *extra,
     ]  # fmt: skip
     assert main(argv) == 0
@@ -86,9 +87,15 @@ def test_beir_loading_and_negatives() -> None:
         assert docs[:3] == negatives[qid] and len(set(docs)) == 5
         assert not set(docs) & set(train[qid])
 
-    pairs = training_pairs(data, train, negatives)
+    groups = training_groups(data, train, negatives)
+    assert len(groups) == 12  # one per relevant passage
+    assert all(len(g.negatives) == 3 and g.positive not in g.negatives for g in groups)
+    pairs = training_pairs(groups)
     assert len(pairs) == 12 * (1 + 3)
     assert sum(label for _, _, label in pairs) == 12
+    # A query with two relevant passages gives two groups but pairs its negatives once.
+    two = training_pairs(training_groups(data, {"q01": {"d01": 1, "d02": 1}}, {"q01": ["d03"]}))
+    assert sorted(label for _, _, label in two) == [0.0, 1.0, 1.0]
     assert data.sha256(["train", "test"]) == data.sha256(["test", "train"])
     assert data.sha256(["train"]) != data.sha256(["train", "test"])
 
@@ -157,11 +164,13 @@ def test_a_run_writes_model_metrics_manifest_and_card(runs: dict[str, Path]) -> 
     assert metrics["depth"] == 10
     assert set(metrics["ndcg@10"]) == {"bm25", "before", "after"}
     assert all(0 <= v <= 1 for v in metrics["ndcg@10"].values())
-    assert metrics["train"]["pairs"] == 6 * 3 and metrics["train"]["steps"] == 3
+    # Listwise: each of 6 queries against its passage, 2 hard and 1 in-batch negative.
+    assert metrics["train"]["loss"] == "listwise" and metrics["train"]["examples"] == 6
+    assert metrics["train"]["pairs"] == 6 * 4 and metrics["train"]["steps"] == 3
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["base"].startswith("sentence-transformers/all-MiniLM-L6-v2")
-    assert "binary cross-entropy" in manifest["method"]
+    assert "cross-entropy over each query's relevant passage" in manifest["method"]
     assert "BM25" in manifest["method"]
     assert manifest["data"]["sha256"] == Beir.load(TINY_BEIR).sha256(["train", "test"])
     assert manifest["format"] == ["sentence-transformers"]
@@ -179,6 +188,15 @@ def test_same_seed_gives_the_same_model(runs: dict[str, Path]) -> None:
     for m in metrics:
         m["train"].pop("seconds")
     assert metrics[0] == metrics[1]
+
+
+def test_pointwise_loss_trains_on_labelled_pairs(tmp_path: Path) -> None:
+    out = tiny_run(tmp_path / "bce", 3, "--loss", "bce", "--skip-before")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["train"]["loss"] == "bce"
+    assert metrics["train"]["pairs"] == 6 * 3 and metrics["train"]["steps"] == 9
+    assert metrics["ndcg@10"]["before"] is None
+    assert "binary cross-entropy" in json.loads((out / "manifest.json").read_text())["method"]
 
 
 def test_refuses_to_overwrite_a_model(runs: dict[str, Path]) -> None:

