@@ -1,0 +1,1 @@
+"""Prompt-injection classifier for the guardrails service: `python -m trainers.guardrails`."""
