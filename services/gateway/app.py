@@ -16,7 +16,8 @@ from services.gateway.clients import Services
 from services.gateway.errors import install_error_handlers
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
-from services.gateway.routes import collections, documents, health, search
+from services.gateway.rag.pipeline import ChatPipeline
+from services.gateway.routes import collections, documents, health, openai, search
 from services.gateway.settings import GatewaySettings
 from shared.version import VERSION
 
@@ -41,6 +42,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.services = services
         app.state.pipeline = IngestPipeline(services, settings)
+        app.state.chat = ChatPipeline(services, settings)
         try:
             yield
         finally:
@@ -49,11 +51,18 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app = FastAPI(
         title="ragrail gateway",
         version=VERSION,
-        description="Collections, document ingest and hybrid search over the ragrail services.",
+        description="Collections, document ingest, hybrid search and OpenAI-compatible grounded "
+        "chat over the ragrail services.",
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for router in (collections.router, documents.router, search.router, health.router):
+    for router in (
+        collections.router,
+        documents.router,
+        search.router,
+        openai.router,
+        health.router,
+    ):
         app.include_router(router)
 
     @app.middleware("http")

@@ -12,6 +12,9 @@ from shared.proto.ragrail.v1 import (
     common_pb2,
     embedder_pb2,
     embedder_pb2_grpc,
+    generator_pb2,
+    generator_pb2_grpc,
+    guardrails_pb2_grpc,
     reranker_pb2_grpc,
     retriever_pb2_grpc,
 )
@@ -52,12 +55,36 @@ class Services:
             if settings.reranker_url
             else None
         )
+        self.generator = ServiceClient(
+            "generator",
+            settings.generator_url,
+            generator_pb2_grpc.GeneratorStub,
+            timeout_s=settings.generation_timeout_s,
+        )
+        # Optional stage: without guardrails, chat goes straight through (and says so).
+        self.guardrails: ServiceClient | None = (
+            ServiceClient(
+                "guardrails",
+                settings.guardrails_url,
+                guardrails_pb2_grpc.GuardrailsStub,
+                timeout_s=settings.guardrails_timeout_s,
+            )
+            if settings.guardrails_url
+            else None
+        )
         self._embedder_facts: EmbedderFacts | None = None
+        self._generator_info: generator_pb2.GeneratorInfo | None = None
 
     def all(self) -> dict[str, ServiceClient]:
-        clients = {"embedder": self.embedder, "retriever": self.retriever}
+        clients = {
+            "embedder": self.embedder,
+            "retriever": self.retriever,
+            "generator": self.generator,
+        }
         if self.reranker is not None:
             clients["reranker"] = self.reranker
+        if self.guardrails is not None:
+            clients["guardrails"] = self.guardrails
         return clients
 
     async def embedder_facts(self) -> EmbedderFacts:
@@ -70,6 +97,14 @@ class Services:
                 info.dimension, info.max_length, info.passage_prefix
             )
         return self._embedder_facts
+
+    async def generator_info(self) -> generator_pb2.GeneratorInfo:
+        """The generator's model, context window and output limit; asked once, then cached."""
+        if self._generator_info is None:
+            self._generator_info = await self.generator.call(
+                "Info", common_pb2.InfoRequest(), timeout_s=self.settings.request_timeout_s
+            )
+        return self._generator_info
 
     async def health(self) -> dict[str, tuple[str, str, float]]:
         async def one(client: ServiceClient) -> tuple[str, str, float]:

@@ -6,6 +6,7 @@ from fastapi import Request
 
 from services.gateway.clients import Services
 from services.gateway.ingest.pipeline import IngestPipeline
+from services.gateway.rag.pipeline import ChatPipeline
 from services.gateway.settings import GatewaySettings
 
 
@@ -19,3 +20,7 @@ def get_services(request: Request) -> Services:
 
 def get_pipeline(request: Request) -> IngestPipeline:
     return request.app.state.pipeline
+
+
+def get_chat(request: Request) -> ChatPipeline:
+    return request.app.state.chat

@@ -38,8 +38,20 @@ class GatewaySettings(RagrailSettings):
     retriever_url: str = Field(
         _local("retriever"), description="host:port of the retriever service."
     )
+    generator_url: str = Field(
+        _local("generator"), description="host:port of the generator service (chat)."
+    )
+    guardrails_url: str = Field(
+        "",
+        description="host:port of the guardrails service; empty means chat runs without rails "
+        "and says so (ragrail up sets it when it starts the guardrails service).",
+    )
 
     request_timeout_s: float = Field(30.0, gt=0, description="Deadline of a search request.")
+    generation_timeout_s: float = Field(
+        120.0, gt=0, description="Deadline of a whole chat completion, every stage included."
+    )
+    guardrails_timeout_s: float = Field(10.0, gt=0, description="Deadline of one rail check.")
     ingest_timeout_s: float = Field(600.0, gt=0, description="Deadline of an ingest request.")
     max_request_mb: float = Field(
         100.0, gt=0, description="Largest request body accepted (413 above)."
@@ -52,3 +64,48 @@ class GatewaySettings(RagrailSettings):
     embed_batch_size: int = Field(128, ge=1, description="Chunks per call to the embedder.")
     default_top_k: int = Field(10, ge=1, description="Results when a search gives no top_k.")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
+
+    # -- chat (/v1/chat/completions) ------------------------------------------------------
+    chat_vdb_top_k: int = Field(
+        20, ge=1, le=1000, description="Chunks retrieved for a question (first stage)."
+    )
+    chat_reranker_top_k: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="Chunks offered to the model after reranking (fewer when the context "
+        "window is full).",
+    )
+    chat_max_tokens: int = Field(
+        256, ge=1, description="Answer length when a request does not set max_tokens."
+    )
+    chat_query_rewriting: Literal["none", "history"] = Field(
+        "history",
+        description="Retrieval query of a follow-up question: none, the last user message; "
+        "history, the earlier user turns too, so 'and its side effects?' finds the right "
+        "documents.",
+    )
+    chat_history_turns: int = Field(
+        2, ge=0, description="Earlier user turns joined to the question by query rewriting."
+    )
+    chat_system_prompt: str = Field(
+        "You are a helpful assistant. Answer the question using only the numbered sources "
+        "below. Cite the sources you use as [1], [2]. If the sources do not contain the "
+        "answer, say that you do not know.",
+        description="System prompt of a grounded answer; the numbered sources follow it.",
+    )
+    chat_guardrails_optional: bool = Field(
+        True,
+        description="Requests may switch the rails off with enable_guardrails: false; set "
+        "false where users must not.",
+    )
+    chat_stream_output_rails: Literal["buffer", "after"] = Field(
+        "buffer",
+        description="With output rails on, a streamed answer is held back until they pass it "
+        "(buffer), or streamed as it comes and judged at the end, the verdict in the last "
+        "chunk (after: faster first token, but a blocked answer has already been shown).",
+    )
+    chat_refusal: str = Field(
+        "I can't help with that request.",
+        description="Answer returned when a guardrail blocks the question or the answer.",
+    )

@@ -32,6 +32,11 @@ class RerankerSettings(ServiceSettings):
         "trained into models/reranker/ (relative to the working directory) by "
         "`python -m trainers.reranker`.",
     )
+    models_dir: str = Field(
+        "models/reranker",
+        description="Where an empty `model` looks for the newest trained model "
+        "(<name>/<version>/ below it); relative paths start at the working directory.",
+    )
     # FP32 by default: `trainers.reranker --export-onnx` writes only model.onnx, so the
     # default must load a freshly trained model; model_int8.onnx needs
     # `python -m trainers.quantize reranker`.

@@ -48,6 +48,7 @@ def test_health_reports_each_service(suite) -> None:  # type: ignore[no-untyped-
     assert {n: s["status"] for n, s in body["services"].items()} == {
         "embedder": "SERVING",
         "retriever": "SERVING",
+        "generator": "SERVING",
     }
 
 

@@ -77,11 +77,12 @@ def resolve_model_dir(settings: RerankerSettings, required: str = "config.json")
                 )
             raise FailedPrecondition(f"{path} has no {required}, which {backend} needs{extra}")
         return path
-    root = Path.cwd() / TRAINED_MODELS
+    root = Path.cwd() / Path(settings.models_dir).expanduser()
     found = newest_trained_model(root, required)
     if found is None:
         raise FailedPrecondition(
-            f"no reranker model: RAGRAIL_RERANKER_MODEL is empty and {root} holds no trained "
+            f"no reranker model: RAGRAIL_RERANKER_MODEL is empty and {root} "
+            "(RAGRAIL_RERANKER_MODELS_DIR) holds no trained "
             f"model with the {required} that {backend} needs; {TRAIN_HINT}, or set "
             "RAGRAIL_RERANKER_MODEL to a cross-encoder directory"
         )

@@ -1,0 +1,245 @@
+"""Request and response bodies of the OpenAI-compatible endpoints (/v1/chat/completions,
+/v1/embeddings, /v1/models), with ragrail's RAG options as extra body fields as the NVIDIA RAG
+blueprint does (`collection_names`, `vdb_top_k`, `reranker_top_k`, `enable_reranker`, ...).
+
+Unknown fields are ignored, as OpenAI clients send many (logprobs, user, ...); fields whose
+meaning the gateway cannot honour (n > 1, tools, images) are refused with a 422 naming them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from services.gateway.schemas import COLLECTION_NAME, SearchMode
+
+MAX_STOP_SEQUENCES = 4
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def only_text(cls, content: str | list[TextPart] | None) -> str | list[TextPart] | None:
+        if isinstance(content, list):
+            for part in content:
+                if part.type != "text":
+                    raise ValueError(f"content parts of type {part.type!r} are not supported")
+        return content
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text or "" for part in self.content)
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(None, description="Ignored beyond being echoed: one model serves.")
+    messages: list[ChatMessageIn] = Field(min_length=1, max_length=200)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=1, description="One choice per request.")
+    tools: list[dict[str, Any]] | None = None
+
+    # Extra sampling fields (vLLM and NIM accept them too).
+    top_k: int | None = Field(None, ge=0)
+    repetition_penalty: float | None = Field(None, gt=0, le=2)
+
+    # -- RAG options ----------------------------------------------------------------------
+    collection: str | None = Field(
+        None, pattern=COLLECTION_NAME, description="Knowledge base to answer from."
+    )
+    collection_names: list[str] | None = Field(
+        None, max_length=5, description="Several knowledge bases (the RAG blueprint's field)."
+    )
+    use_knowledge_base: bool | None = Field(
+        None, description="Retrieve before answering; default: when a collection is named."
+    )
+    vdb_top_k: int | None = Field(None, ge=1, le=1000, description="First-stage chunks.")
+    reranker_top_k: int | None = Field(
+        None, ge=1, le=100, description="Chunks offered to the model after reranking."
+    )
+    enable_reranker: bool | None = Field(
+        None, description="Rerank the first stage; default: when a reranker is configured."
+    )
+    enable_guardrails: bool | None = Field(
+        None, description="Run the rails; default: when a guardrails service is configured."
+    )
+    enable_query_rewriting: bool | None = Field(
+        None, description="Add earlier user turns to the retrieval query (default: settings)."
+    )
+    enable_citations: bool = Field(True, description="Return the sources with the answer.")
+    search_mode: SearchMode = SearchMode.hybrid
+    filter: dict[str, Any] | None = Field(None, description="Metadata filter, as /v1/search.")
+
+    @field_validator("stop")
+    @classmethod
+    def bounded_stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(stop, list) and len(stop) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences")
+        return stop
+
+    @field_validator("collection_names")
+    @classmethod
+    def valid_names(cls, names: list[str] | None) -> list[str] | None:
+        import re
+
+        for name in names or []:
+            if not re.fullmatch(COLLECTION_NAME, name):
+                raise ValueError(f"{name!r} is not a collection name ({COLLECTION_NAME})")
+        return names
+
+    @model_validator(mode="after")
+    def supported(self) -> ChatCompletionRequest:
+        if self.tools:
+            raise ValueError("tools (function calling) are not supported by this gateway")
+        if self.messages[-1].role != "user":
+            raise ValueError("the last message must be the user's question (role 'user')")
+        if not self.messages[-1].text.strip():
+            raise ValueError("the last user message is empty")
+        if self.use_knowledge_base and not self.collections:
+            raise ValueError("use_knowledge_base is true but no collection or collection_names")
+        return self
+
+    @property
+    def collections(self) -> list[str]:
+        names = list(self.collection_names or [])
+        if self.collection and self.collection not in names:
+            names.insert(0, self.collection)
+        return names
+
+    @property
+    def stops(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class Citation(BaseModel):
+    index: int = Field(description="The [n] the model was told to cite.")
+    document_id: str
+    document_name: str
+    chunk_id: str
+    chunk_index: int
+    collection: str
+    score: float
+    snippet: str
+    cited: bool = Field(description="The answer contains [index].")
+
+
+class RailOutcome(BaseModel):
+    verdict: Literal["allow", "block", "modify"]
+    rail: str = ""
+    reason: str = ""
+    modified: bool = False
+    duration_ms: float = 0.0
+
+
+class GuardrailsReport(BaseModel):
+    enabled: bool
+    input: RailOutcome | None = None
+    retrieval: list[dict[str, str]] = Field(
+        default_factory=list, description="Chunks dropped or redacted: id, verdict, rail, reason."
+    )
+    output: RailOutcome | None = None
+
+
+class StageTimings(BaseModel):
+    retrieval_ms: float = 0.0
+    rerank_ms: float = 0.0
+    guardrails_ms: float = 0.0
+    prompt_ms: float = 0.0
+    ttft_ms: float = 0.0
+    generation_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: str
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    # ragrail's additions, ignored by OpenAI clients (and readable as attributes there).
+    citations: list[Citation] = Field(default_factory=list)
+    guardrails: GuardrailsReport
+    timings: StageTimings
+    warnings: list[str] = Field(default_factory=list)
+
+
+class EmbeddingsRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    input: str | list[str] = Field(description="A text or up to 2048 texts.")
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    input_type: Literal["query", "passage"] = Field(
+        "passage", description="Embedder prefix to use (NIM's field): query or passage."
+    )
+
+    @field_validator("input")
+    @classmethod
+    def bounded(cls, value: str | list[str]) -> str | list[str]:
+        texts = [value] if isinstance(value, str) else value
+        if not texts or len(texts) > 2048:
+            raise ValueError("input must hold 1 to 2048 texts")
+        if any(not t for t in texts):
+            raise ValueError("input texts must not be empty")
+        return value
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "ragrail"
+    # Which service serves it: generator (chat) or embedder (embeddings).
+    service: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

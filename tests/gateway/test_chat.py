@@ -1,0 +1,272 @@
+"""The OpenAI-compatible endpoints through the real `openai` client, against the gateway and
+the real embedder, retriever and generator processes (llama.cpp on SmolLM2-135M)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from ragrail.cli import SAMPLE_CORPUS
+from services.gateway.openai_schemas import ChatMessageIn
+from services.gateway.rag.conversation import retrieval_query, turns_of
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.integration
+COLLECTION = "chat"
+BEES = "How do honeybees tell each other where the flowers are?"
+SHORT = {"max_tokens": 24, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def client(suite) -> openai.OpenAI:  # type: ignore[no-untyped-def]
+    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
+    assert reply.status_code == 201, reply.text
+    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
+    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
+    assert reply.status_code == 200, reply.text
+    return openai.OpenAI(base_url=f"{suite.gateway_url}/v1", api_key="unused", max_retries=0)
+
+
+def test_grounded_answer_with_citations(client: openai.OpenAI) -> None:
+    reply = client.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": BEES}],
+        extra_body={"collection": COLLECTION, "reranker_top_k": 3},
+        **SHORT,
+    )
+    answer = reply.choices[0].message.content
+    assert answer and answer.strip()
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert reply.object == "chat.completion" and reply.id.startswith("chatcmpl-")
+    assert reply.model == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert reply.usage.prompt_tokens > 50 and 0 < reply.usage.completion_tokens <= 24
+    extra = reply.model_extra or {}
+    citations = extra["citations"]
+    assert 1 <= len(citations) <= 3
+    assert citations[0]["document_name"] == "honeybee-colonies.md"
+    assert [c["index"] for c in citations] == list(range(1, len(citations) + 1))
+    assert citations[0]["collection"] == COLLECTION and citations[0]["snippet"]
+    timings = extra["timings"]
+    assert timings["retrieval_ms"] > 0 and timings["generation_ms"] > 0
+    assert timings["total_ms"] >= timings["generation_ms"] + timings["retrieval_ms"]
+    assert extra["guardrails"]["enabled"] is False
+    assert any("no guardrails service" in w for w in extra["warnings"])
+
+
+def test_streamed_answer_ends_with_citations(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": BEES}],
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"collection": COLLECTION, "reranker_top_k": 2},
+        **SHORT,
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert len(content) >= 3, "the answer should arrive in pieces"
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1
+    final = finals[0].model_extra or {}
+    assert final["citations"][0]["document_name"] == "honeybee-colonies.md"
+    assert final["timings"]["ttft_ms"] > 0
+    usage = chunks[-1]
+    assert usage.choices == [] and usage.usage is not None
+    assert usage.usage.completion_tokens == usage.usage.total_tokens - usage.usage.prompt_tokens
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_without_a_knowledge_base_the_question_goes_straight_to_the_model(
+    client: openai.OpenAI,
+) -> None:
+    reply = client.chat.completions.create(
+        model="any", messages=[{"role": "user", "content": "Say hello."}], **SHORT
+    )
+    assert reply.choices[0].message.content
+    extra = reply.model_extra or {}
+    assert extra["citations"] == [] and extra["timings"]["retrieval_ms"] == 0
+    assert reply.usage.prompt_tokens < 50  # no sources in the prompt
+
+
+def test_follow_up_questions_retrieve_with_the_earlier_turns(client: openai.OpenAI) -> None:
+    conversation = [
+        {"role": "user", "content": "Tell me about the Rhine."},
+        {"role": "assistant", "content": "It is a river in Europe."},
+        {"role": "user", "content": "Where does it begin and end?"},
+    ]
+    cited = {}
+    for rewrite in (True, False):
+        reply = client.chat.completions.create(
+            model="any",
+            messages=conversation,
+            extra_body={
+                "collection": COLLECTION,
+                "reranker_top_k": 1,
+                "enable_query_rewriting": rewrite,
+                "search_mode": "dense",
+            },
+            **SHORT,
+        )
+        cited[rewrite] = (reply.model_extra or {})["citations"][0]["document_name"]
+    assert cited[True] == "rhine-history.md"
+    assert cited[False] != "rhine-history.md"  # "it" alone does not name the river
+
+
+def test_retrieval_query_joins_the_user_turns() -> None:
+    turns = turns_of(
+        [
+            ChatMessageIn(role="system", content="be brief"),
+            ChatMessageIn(role="user", content="first"),
+            ChatMessageIn(role="assistant", content="answer"),
+            ChatMessageIn(role="user", content=[{"type": "text", "text": "second"}]),
+            ChatMessageIn(role="user", content="third"),
+        ]
+    )
+    assert retrieval_query(turns, 0) == "third"
+    assert retrieval_query(turns, 1) == "second\nthird"
+    assert retrieval_query(turns, 5) == "first\nsecond\nthird"
+
+
+def test_sources_that_do_not_fit_the_context_window_are_left_out(
+    client: openai.OpenAI,
+) -> None:
+    # The generator's context_length is 4096: a 2048-token answer and a long system message
+    # leave room for one or two sources of the eight asked for.
+    reply = client.chat.completions.create(
+        model="any",
+        messages=[
+            {"role": "system", "content": "Be brief. " * 450},
+            {"role": "user", "content": BEES},
+        ],
+        max_tokens=2048,
+        stop=["\n", "."],
+        temperature=0,
+        extra_body={"collection": COLLECTION, "reranker_top_k": 8},
+    )
+    extra = reply.model_extra or {}
+    assert 1 <= len(extra["citations"]) < 8, extra["warnings"]
+    assert any("did not fit" in w for w in extra["warnings"])
+    assert reply.usage.prompt_tokens <= 4096 - 2048
+
+
+def test_embeddings_and_models(client: openai.OpenAI) -> None:
+    floats = client.embeddings.create(
+        model="any", input=["bees dance", "tcp handshake"], encoding_format="float"
+    )
+    default = client.embeddings.create(model="any", input=["bees dance", "tcp handshake"])
+    assert len(floats.data) == 2 and [d.index for d in floats.data] == [0, 1]
+    for a, b in zip(floats.data, default.data, strict=True):
+        assert len(a.embedding) == 384
+        assert np.allclose(a.embedding, b.embedding, atol=1e-6)  # base64 on the wire
+        assert abs(np.linalg.norm(a.embedding) - 1) < 1e-3
+    assert floats.usage.prompt_tokens > 0
+    models = {m.id: m.model_extra["service"] for m in client.models.list()}
+    assert models["SmolLM2-135M-Instruct.Q4_1.gguf"] == "generator"
+    assert "embedder" in models.values()
+
+
+def test_base64_embeddings_are_little_endian_float32(suite) -> None:  # type: ignore[no-untyped-def]
+    body = {"input": "bees", "encoding_format": "base64"}
+    data = suite.http.post("/v1/embeddings", json=body).json()["data"][0]["embedding"]
+    floats = suite.http.post("/v1/embeddings", json={**body, "encoding_format": "float"})
+    decoded = np.frombuffer(base64.b64decode(data), dtype="<f4")
+    assert np.allclose(decoded, floats.json()["data"][0]["embedding"], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"messages": []}, 422, "messages"),
+        ({"messages": [{"role": "assistant", "content": "hi"}]}, 422, "last message"),
+        ({"messages": [{"role": "user", "content": "hi"}], "n": 2}, 422, "n:"),
+        ({"messages": [{"role": "user", "content": "  "}]}, 422, "empty"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]},
+            422,
+            "tools",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "temperature": 3},
+            422,
+            "temperature",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "collection": "missing"},
+            404,
+            "missing",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "enable_guardrails": True},
+            409,
+            "RAGRAIL_GATEWAY_GUARDRAILS_URL",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100_000},
+            422,
+            "max_tokens",
+        ),
+        ({"input": []}, 422, "input"),
+    ],
+)
+def test_bad_requests_get_a_clear_4xx(suite, body: dict, status: int, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = "/v1/embeddings" if "input" in body else "/v1/chat/completions"
+    reply = suite.http.post(path, json=body)
+    assert reply.status_code == status, reply.text
+    assert message in reply.json()["error"]["message"]
+
+
+@contextmanager
+def gateway(**env: str) -> Iterator[str]:
+    """A second gateway process with some settings changed, sharing the suite's services."""
+    port = free_port()
+    overrides = {f"RAGRAIL_GATEWAY_{k.upper()}": v for k, v in env.items()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.gateway"],
+        env={**os.environ, "RAGRAIL_GATEWAY_PORT": str(port), **overrides},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/v1/health", timeout=5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_down_generator_is_a_503_naming_it(client) -> None:  # type: ignore[no-untyped-def]
+    with gateway(generator_url=f"127.0.0.1:{free_port()}", generation_timeout_s="20") as url:
+        down = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        for stream in (False, True):
+            started = time.monotonic()
+            with pytest.raises(openai.APIStatusError) as caught:
+                reply = down.chat.completions.create(
+                    model="any",
+                    messages=[{"role": "user", "content": BEES}],
+                    stream=stream,
+                    extra_body={"collection": COLLECTION},
+                    **SHORT,
+                )
+                list(reply) if stream else None  # type: ignore[call-overload]
+            assert caught.value.status_code == 503
+            assert "generator service" in caught.value.message
+            assert time.monotonic() - started < 15
