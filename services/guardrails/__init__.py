@@ -1,0 +1,1 @@
+"""Guardrails service: input, retrieval and output rails on NeMo Guardrails, offline."""

@@ -1,0 +1,320 @@
+"""Runs the configured rails on a check: through NeMo Guardrails' LLMRails (engine `nemo`),
+or the same rails called in the configured order without it (engine `direct`).
+
+With `nemo`, each check is one `generate_async` with `options={"rails": [...], "log":
+{"activated_rails": True}}`; which rail blocked or changed the text, why, and how long it
+took come from the activated-rails log (the actions' return values and the rails'
+durations). Retrieval checks run the config's `rails.retrieval.flows` as the input rails of a
+second LLMRails built from the same config (NeMo Guardrails runs retrieval rails only inside
+its own retrieval step), with the chunks in the context variable `$ragrail_chunks`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from services.guardrails.actions import make_actions
+from services.guardrails.railset import RailSet
+from services.guardrails.results import Activation, Check, decide
+
+log = logging.getLogger(__name__)
+NO_QUERY = "(no query)"
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def outcome_of(value: Any) -> tuple[str, str, bool]:
+    """(verdict, reason, errored) from an action's return value: a ragrail Outcome dict, or
+    NeMo Guardrails' RailOutcome (its library rails, e.g. injection detection)."""
+    if isinstance(value, dict) and "verdict" in value:
+        return str(value["verdict"]), str(value.get("reason") or ""), bool(value.get("errored"))
+    decision = getattr(value, "decision", None)
+    if decision is not None:
+        verdict = {"allow": "allow", "block": "block", "transform": "modify"}[decision.value]
+        meta = dict(getattr(value, "metadata", {}) or {})
+        detections = meta.get("detections") or []
+        reason = value.reason or (
+            f"YARA rules matched: {', '.join(detections)}" if detections else ""
+        )
+        return verdict, reason, bool(getattr(value, "failed", False))
+    return "allow", "", False
+
+
+class Engine(ABC):
+    name: str
+
+    def __init__(self, rails_config: Any, railset: RailSet) -> None:
+        self.config = rails_config
+        self.railset = railset
+        self.input_rails = list(rails_config.rails.input.flows)
+        self.retrieval_rails = list(rails_config.rails.retrieval.flows)
+        self.output_rails = list(rails_config.rails.output.flows)
+
+    @abstractmethod
+    async def check_input(self, messages: list[dict[str, str]]) -> Check: ...
+
+    @abstractmethod
+    async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]: ...
+
+    @abstractmethod
+    async def check_output(
+        self, messages: list[dict[str, str]], answer: str, context: list[str]
+    ) -> Check: ...
+
+
+def engine_failed(stage: str, exc: BaseException) -> Check:
+    """NeMo Guardrails itself raised: nothing was checked, so the check fails closed."""
+    log.error("guardrails engine failed", exc_info=exc, extra={"stage": stage})
+    reason = f"the {stage} rails could not run ({type(exc).__name__}); failing closed"
+    return Check(
+        "block", "guardrails", reason, "", [Activation("guardrails", "block", reason, 0, True)]
+    )
+
+
+def chunk_checks(
+    chunks: list[str], final: list[str | None], per_rail: list[tuple[str, float, list]]
+) -> list[Check]:
+    checks = []
+    for i, original in enumerate(chunks):
+        activations = []
+        for rail, ms, outcomes in per_rail:
+            outcome = outcomes[i] if i < len(outcomes) else None
+            if outcome is None:
+                continue  # dropped by an earlier rail
+            activations.append(
+                Activation(
+                    rail,
+                    outcome["verdict"],
+                    outcome.get("reason") or "",
+                    ms,
+                    bool(outcome.get("errored")),
+                )
+            )
+        text = final[i] if i < len(final) else None
+        check = decide(original, original if text is None else text, activations)
+        check.ms = round(sum(a.ms for a in activations), 3)
+        checks.append(check)
+    return checks
+
+
+class NemoEngine(Engine):
+    name = "nemo"
+
+    def __init__(self, rails_config: Any, railset: RailSet) -> None:
+        from nemoguardrails import LLMRails
+
+        super().__init__(rails_config, railset)
+        actions = make_actions(railset)
+        self.llmrails = LLMRails(rails_config)
+        for name, fn in actions.items():
+            self.llmrails.register_action(fn, name)
+        retrieval_config = rails_config.model_copy(deep=True)
+        retrieval_config.rails.input.flows = list(self.retrieval_rails)
+        retrieval_config.rails.output.flows = []
+        retrieval_config.rails.retrieval.flows = []
+        self.retrieval = LLMRails(retrieval_config)
+        for name, fn in actions.items():
+            self.retrieval.register_action(fn, name)
+
+    @staticmethod
+    async def _run(llmrails: Any, messages: list[dict[str, Any]], rails: list[str]) -> Any:
+        return await llmrails.generate_async(
+            messages=messages, options={"rails": rails, "log": {"activated_rails": True}}
+        )
+
+    @staticmethod
+    def _activations(response: Any) -> list[Activation]:
+        out = []
+        for rail in response.log.activated_rails:
+            verdict, reason, errored = "allow", "", False
+            for action in rail.executed_actions:
+                if action.return_value is not None:
+                    verdict, reason, errored = outcome_of(action.return_value)
+                    break
+            if rail.stop:
+                verdict = "block"
+            out.append(
+                Activation(
+                    rail.name, verdict, reason, round((rail.duration or 0) * 1000, 3), errored
+                )
+            )
+        return out
+
+    @staticmethod
+    def _content(response: Any) -> str:
+        messages = response.response
+        if isinstance(messages, list) and messages:
+            return str(messages[-1].get("content") or "")
+        return str(messages or "")
+
+    async def check_input(self, messages: list[dict[str, str]]) -> Check:
+        started = time.perf_counter()
+        if not self.input_rails:
+            return Check(ms=_ms(started))
+        try:
+            response = await self._run(self.llmrails, messages, ["input"])
+        except Exception as exc:
+            check = engine_failed("input", exc)
+        else:
+            check = decide(
+                messages[-1]["content"], self._content(response), self._activations(response)
+            )
+        check.ms = _ms(started)
+        return check
+
+    async def check_output(
+        self, messages: list[dict[str, str]], answer: str, context: list[str]
+    ) -> Check:
+        started = time.perf_counter()
+        if not self.output_rails:
+            return Check(ms=_ms(started))
+        history = [{"role": "context", "content": {"ragrail_context": list(context)}}]
+        history += messages or [{"role": "user", "content": NO_QUERY}]
+        history.append({"role": "assistant", "content": answer})
+        try:
+            response = await self._run(self.llmrails, history, ["output"])
+        except Exception as exc:
+            check = engine_failed("output", exc)
+        else:
+            check = decide(answer, self._content(response), self._activations(response))
+        check.ms = _ms(started)
+        return check
+
+    async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:
+        if not self.retrieval_rails or not chunks:
+            return [Check() for _ in chunks]
+        history = [
+            {"role": "context", "content": {"ragrail_chunks": list(chunks)}},
+            {"role": "user", "content": query or NO_QUERY},
+        ]
+        try:
+            response = await self._run(self.retrieval, history, ["input"])
+        except Exception as exc:
+            return [engine_failed("retrieval", exc) for _ in chunks]
+        per_rail: list[tuple[str, float, list]] = []
+        final: list[str | None] = list(chunks)
+        for rail in response.log.activated_rails:
+            value = next(
+                (a.return_value for a in rail.executed_actions if a.return_value is not None), None
+            )
+            if isinstance(value, dict) and "outcomes" in value:
+                per_rail.append(
+                    (rail.name, round((rail.duration or 0) * 1000, 3), value["outcomes"])
+                )
+                final = list(value["chunks"])
+        return chunk_checks(chunks, final, per_rail)
+
+
+class DirectEngine(Engine):
+    """The same flows, in the same order, called without LLMRails. Only the flows below are
+    known; a config naming another (an LLM rail) cannot run here and is refused."""
+
+    name = "direct"
+
+    def __init__(self, rails_config: Any, railset: RailSet) -> None:
+        super().__init__(rails_config, railset)
+        self.actions = make_actions(railset)
+        known = {
+            "input": {
+                "ragrail limits",
+                "ragrail deny list",
+                "ragrail injection",
+                "ragrail topics",
+                "ragrail mask pii on input",
+            },
+            "retrieval": {"ragrail chunk injection", "ragrail chunk pii"},
+            "output": {"ragrail mask pii on output", "ragrail grounding", "injection detection"},
+        }
+        for stage, flows in (
+            ("input", self.input_rails),
+            ("retrieval", self.retrieval_rails),
+            ("output", self.output_rails),
+        ):
+            unknown = [f for f in flows if f not in known[stage]]
+            if unknown:
+                from shared.errors import FailedPrecondition
+
+                raise FailedPrecondition(
+                    f"engine direct cannot run the {stage} flows {unknown} (it knows "
+                    f"{sorted(known[stage])}); use RAGRAIL_GUARDRAILS_ENGINE=nemo"
+                )
+
+    async def _flow(self, flow: str, text: str, context: list[str]) -> dict[str, Any] | Any:
+        a = self.actions
+        if flow == "ragrail limits":
+            return await a["ragrail_limits"](text)
+        if flow == "ragrail deny list":
+            return await a["ragrail_deny_list"](text)
+        if flow == "ragrail injection":
+            return await a["ragrail_injection"](text)
+        if flow == "ragrail topics":
+            return await a["ragrail_topics"](text)
+        if flow == "ragrail mask pii on input":
+            return await a["ragrail_pii"](text, "input")
+        if flow == "ragrail mask pii on output":
+            return await a["ragrail_pii"](text, "output")
+        if flow == "ragrail grounding":
+            return await a["ragrail_grounding"](text, context)
+        from nemoguardrails.library.injection_detection.actions import injection_detection
+
+        return await injection_detection(text=text, config=self.config)
+
+    async def _chain(self, flows: list[str], text: str, context: list[str]) -> Check:
+        started = time.perf_counter()
+        original, activations = text, []
+        for flow in flows:
+            t = time.perf_counter()
+            try:
+                value = await self._flow(flow, text, context)
+                verdict, reason, errored = outcome_of(value)
+            except Exception as exc:  # NeMo's library action; ours never raise
+                log.error("rail failed", exc_info=exc, extra={"rail": flow})
+                verdict, reason, errored = (
+                    "block",
+                    f"rail error ({type(exc).__name__}), failing closed",
+                    True,
+                )
+            activations.append(Activation(flow, verdict, reason, _ms(t), errored))
+            if verdict == "block":
+                break
+            if verdict == "modify":
+                new = (
+                    value.get("text")
+                    if isinstance(value, dict)
+                    else (value.metadata or {}).get("text")
+                )
+                text = str(new) if new is not None else text
+        check = decide(original, text, activations)
+        check.ms = _ms(started)
+        return check
+
+    async def check_input(self, messages: list[dict[str, str]]) -> Check:
+        return await self._chain(self.input_rails, messages[-1]["content"], [])
+
+    async def check_output(
+        self, messages: list[dict[str, str]], answer: str, context: list[str]
+    ) -> Check:
+        return await self._chain(self.output_rails, answer, context)
+
+    async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:
+        current: list[str | None] = list(chunks)
+        per_rail: list[tuple[str, float, list]] = []
+        for flow in self.retrieval_rails:
+            t = time.perf_counter()
+            name = (
+                "ragrail_chunk_injection"
+                if flow == "ragrail chunk injection"
+                else "ragrail_chunk_pii"
+            )
+            value = await self.actions[name](current)
+            per_rail.append((flow, _ms(t), value["outcomes"]))
+            current = list(value["chunks"])
+        return chunk_checks(chunks, current, per_rail)
+
+
+ENGINES = {"nemo": NemoEngine, "direct": DirectEngine}

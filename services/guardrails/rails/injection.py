@@ -1,0 +1,70 @@
+"""Prompt injection: the trained classifier (services/guardrails/classifier.py) on a user
+message, and on retrieved chunks in windows, since an instruction hidden in the middle of a
+long passage would fall outside the encoder's token window."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from services.guardrails.classifier import InjectionClassifier
+from services.guardrails.rails import Outcome
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def windows(text: str, max_chars: int) -> list[str]:
+    """Consecutive sentences packed into pieces of at most about max_chars characters (a
+    sentence longer than that is its own piece; the encoder truncates it)."""
+    pieces: list[str] = []
+    current = ""
+    for sentence in (s.strip() for s in SENTENCE_END.split(text)):
+        if not sentence:
+            continue
+        if current and len(current) + 1 + len(sentence) > max_chars:
+            pieces.append(current)
+            current = sentence
+        else:
+            current = f"{current} {sentence}".strip()
+    if current:
+        pieces.append(current)
+    return pieces or [text]
+
+
+@dataclass
+class InjectionRail:
+    classifier: InjectionClassifier
+    threshold: float
+
+    def verdict(self, score: float, what: str) -> Outcome:
+        details = {"score": round(score, 4), "threshold": round(self.threshold, 4)}
+        if score >= self.threshold:
+            return Outcome(
+                "block",
+                f"{what} (classifier logit {score:.2f} >= {self.threshold:.2f})",
+                details=details,
+            )
+        return Outcome(details=details)
+
+    def check_vector(self, vector: np.ndarray) -> Outcome:
+        score = float(self.classifier.scores(vector[None, :])[0])
+        return self.verdict(score, "prompt injection")
+
+    def check(self, text: str) -> Outcome:
+        return self.check_vector(self.classifier.embed([text])[0])
+
+    def check_chunks(self, chunks: list[str], window_chars: int) -> list[Outcome]:
+        """One outcome per chunk: blocked when any of its windows scores as an injection."""
+        pieces = [windows(c, window_chars) for c in chunks]
+        flat = [p for ps in pieces for p in ps]
+        if not flat:
+            return []
+        scores = self.classifier.scores(self.classifier.embed(flat))
+        outcomes, start = [], 0
+        for ps in pieces:
+            best = float(scores[start : start + len(ps)].max())
+            start += len(ps)
+            outcomes.append(self.verdict(best, "instructions hidden in the passage"))
+        return outcomes
