@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test lint bench bench-generator proto clean
+.PHONY: install pytriton-env up test lint bench bench-generator proto clean
 
 install: $(STAMP)
 
@@ -20,10 +20,24 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e ".[all,dev]"
 	touch $(STAMP)
 
+# The test Triton server's own environment (tests/generator/triton_peer): nvidia-pytriton
+# ships a real tritonserver that runs on CPU but pins numpy<2, which .venv (numpy 2) cannot
+# hold. After .venv (order only), so its llama-cpp-python comes from the wheel pip built and
+# cached for .venv instead of compiling again: about a minute on 2 cores.
+PYTRITON_VENV := .venv-pytriton
+PYTRITON_REQUIREMENTS := tests/generator/triton_peer/requirements.txt
+
+pytriton-env: $(PYTRITON_VENV)/.installed
+
+$(PYTRITON_VENV)/.installed: $(PYTRITON_REQUIREMENTS) | $(STAMP)
+	test -x $(PYTRITON_VENV)/bin/python || $(PYTHON) -m venv $(PYTRITON_VENV)
+	$(PYTRITON_VENV)/bin/python -m pip --disable-pip-version-check install -r $(PYTRITON_REQUIREMENTS)
+	touch $@
+
 up: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/ragrail up --sample
 
-test: install lint
+test: install pytriton-env lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 lint: install
@@ -39,4 +53,4 @@ proto: install
 	$(PY) -m shared.proto.codegen
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) $(PYTRITON_VENV) data

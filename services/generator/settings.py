@@ -21,11 +21,12 @@ class GeneratorSettings(ServiceSettings):
 
     port: int = port_field(DEFAULT_PORTS["generator"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["generator"][1])
-    engine: Literal["llamacpp", "torch"] = Field(
+    engine: Literal["llamacpp", "torch", "triton"] = Field(
         "llamacpp",
         description="Inference engine (services/generator/backends): llamacpp (llama-cpp-python "
-        "on a GGUF file) or torch (Hugging Face transformers on a model directory, with an "
-        "optional LoRA adapter).",
+        "on a GGUF file), torch (Hugging Face transformers on a model directory, with an "
+        "optional LoRA adapter) or triton (a Triton Inference Server, e.g. TensorRT-LLM, over "
+        "gRPC).",
     )
     model: str = Field(
         "",
@@ -89,6 +90,50 @@ class GeneratorSettings(ServiceSettings):
         400_000, ge=1, description="Longest request accepted, all message contents together."
     )
     max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
+    tokenizer: str = Field(
+        "",
+        description="triton only: the tokenizer and chat template of the model Triton serves, "
+        "a Hugging Face model or tokenizer directory or a .gguf file; prompts are rendered and "
+        "tokens counted with it. Empty uses the packaged SmolLM2-135M-Instruct.Q4_1.gguf.",
+    )
+    triton_url: str = Field(
+        "127.0.0.1:8001",
+        description="triton only: host:port of Triton's gRPC endpoint (8001 by default; the "
+        "HTTP port cannot stream).",
+    )
+    triton_protocol: Literal["llmapi", "ensemble"] = Field(
+        "llmapi",
+        description="triton only: the model's tensors. llmapi: TensorRT-LLM's LLM API model "
+        "(text_input, streaming, sampling_param_*; text_output, finish_reason); ensemble: the "
+        "older inflight_batcher_llm ensemble (text_input, max_tokens, stream, stop_words...).",
+    )
+    triton_model: str = Field(
+        "",
+        description="triton only: the model name in Triton's repository; empty is the "
+        "protocol's usual name (tensorrt_llm for llmapi, ensemble for ensemble).",
+    )
+    triton_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="triton only: limit for a connection attempt and for reading the model's "
+        "metadata; a request's own deadline bounds the answer.",
+    )
+    triton_max_request_s: float = Field(
+        600.0,
+        ge=0,
+        description="triton only: longest answer when the client sets no deadline (the stream "
+        "to Triton is cancelled then); 0 is no limit.",
+    )
+    triton_retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="triton only: retries of a request Triton could not be reached for, only "
+        "before it produced a token, with a doubling backoff, within the deadline.",
+    )
+    triton_retry_backoff_s: float = Field(
+        0.25, ge=0, description="triton only: wait before the first retry; doubles each retry."
+    )
 
     @model_validator(mode="after")
     def _limits_agree(self) -> GeneratorSettings:
@@ -101,6 +146,16 @@ class GeneratorSettings(ServiceSettings):
             raise ValueError(
                 f"kv_cache_tokens ({self.kv_cache_tokens}) is smaller than context_length "
                 f"({self.context_length}): a full-length request could never start"
+            )
+        if self.model and self.engine == "triton":
+            raise ValueError(
+                "model is set but engine is triton, where Triton loads the model (see "
+                "deploy/triton); set tokenizer to that model's tokenizer instead"
+            )
+        if self.tokenizer and self.engine != "triton":
+            raise ValueError(
+                "tokenizer is set but engine is not triton; the llamacpp and torch engines use "
+                "the tokenizer of the model they load"
             )
         if self.adapter and self.engine != "torch":
             raise ValueError(

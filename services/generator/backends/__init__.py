@@ -15,6 +15,7 @@ from shared.errors import FailedPrecondition
 ENGINES: dict[str, str] = {
     "llamacpp": "services.generator.backends.llamacpp:LlamaCppEngine",
     "torch": "services.generator.backends.torch:TorchEngine",
+    "triton": "services.generator.backends.triton:TritonEngine",
 }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from services.generator.backends.base import EngineInfo, Message
+from services.generator.backends.chat import gguf_encode, gguf_formatter, gguf_render
 from services.generator.backends.models import configured_model, cpu_threads
 from services.generator.backends.scheduler import (
     BatchModel,
@@ -224,24 +225,9 @@ class LlamaCppEngine(LocalEngine):
                 f"RAGRAIL_GENERATOR_MODEL={path} is not a file; the llamacpp engine loads a "
                 ".gguf file (a Hugging Face directory needs RAGRAIL_GENERATOR_ENGINE=torch)"
             )
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
         self.path = path
         self.model = LlamaCppModel(str(path), settings)
-        template = self.model.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise FailedPrecondition(
-                f"{path} carries no chat template (tokenizer.chat_template); the generator "
-                "needs an instruct model with one"
-            )
-        eos = int(self.model.metadata.get("tokenizer.ggml.eos_token_id", -1))
-        bos = int(self.model.metadata.get("tokenizer.ggml.bos_token_id", -1))
-        self.formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=self.model.model.token_get_text(eos) if eos >= 0 else "",
-            bos_token=self.model.model.token_get_text(bos) if bos >= 0 else "",
-            add_generation_prompt=True,
-        )
+        self.formatter = gguf_formatter(self.model.model, path)
         self.scheduler = Scheduler(
             self.model,
             SchedulerLimits(
@@ -279,15 +265,10 @@ class LlamaCppEngine(LocalEngine):
         )
 
     def render_chat(self, messages: list[Message]) -> str:
-        rendered = self.formatter(
-            messages=[{"role": m.role, "content": m.content} for m in messages]
-        )
-        return rendered.prompt
+        return gguf_render(self.formatter, messages)
 
     def tokenize(self, text: str, *, chat: bool) -> list[int]:
-        # The template writes its own special tokens (llama-cpp-python's chat handler does
-        # the same: no BOS added, special tokens parsed).
-        return self.model.model.tokenize(text.encode("utf-8"), add_bos=False, special=chat)
+        return gguf_encode(self.model.model, text, chat)
 
     async def close(self) -> None:
         await super().close()

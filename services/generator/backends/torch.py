@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from services.generator.backends.base import EngineInfo, Message, Sampling
+from services.generator.backends.chat import hf_encode, hf_render
 from services.generator.backends.models import configured_model, cpu_threads
 from services.generator.backends.scheduler import (
     BatchModel,
@@ -187,20 +188,11 @@ class TorchModel(BatchModel):
 
     def render(self, messages: list[Message]) -> str:
         with self.tokenizer_lock:
-            prompt = self.tokenizer.apply_chat_template(
-                [{"role": m.role, "content": m.content} for m in messages],
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-        return str(prompt)
+            return hf_render(self.tokenizer, messages)
 
     def encode(self, text: str, chat: bool) -> list[int]:
         with self.tokenizer_lock:
-            return list(
-                self.tokenizer(text, add_special_tokens=False, split_special_tokens=not chat)[
-                    "input_ids"
-                ]
-            )
+            return hf_encode(self.tokenizer, text, chat)
 
     # -- scheduler thread -----------------------------------------------------------------
 

@@ -1,0 +1,422 @@
+"""The triton engine against a real Triton server (nvidia-pytriton's tritonserver on CPU).
+
+The generator runs as a process with RAGRAIL_GENERATOR_ENGINE=triton, once per tensor
+protocol: `llmapi` against a model loaded from deploy/triton's config.pbtxt and model.yaml,
+`ensemble` against a model with the inflight_batcher_llm ensemble's tensors. Both models
+generate with llama.cpp on the packaged SmolLM2 (tests/generator/triton_server.py), and
+record every request they finished, so the tests see what reached Triton and how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from services.generator.backends.models import packaged_gguf
+from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+from tests.conftest import free_port, grpc_service
+from tests.generator.triton_server import TritonPeer, pytriton_missing, triton_peer
+
+pytestmark = pytest.mark.integration
+
+PROTOCOLS = ("llmapi", "ensemble")
+QUESTION = [common_pb2.ChatMessage(role="user", content="Name three colours of the rainbow.")]
+
+
+@pytest.fixture(scope="module")
+def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonPeer]:
+    missing = pytriton_missing()
+    if missing:
+        pytest.skip(missing)
+    with triton_peer(tmp_path_factory.mktemp("triton"), packaged_gguf()) as server:
+        yield server
+
+
+def generator_env(url: str, protocol: str, **extra: str) -> dict[str, str]:
+    env = {
+        "RAGRAIL_GENERATOR_ENGINE": "triton",
+        "RAGRAIL_GENERATOR_TRITON_URL": url,
+        "RAGRAIL_GENERATOR_TRITON_PROTOCOL": protocol,
+        "RAGRAIL_GENERATOR_CONTEXT_LENGTH": "2048",
+    }
+    env.update({f"RAGRAIL_GENERATOR_{k.upper()}": v for k, v in extra.items()})
+    return env
+
+
+@dataclass
+class Generator:
+    target: str
+    metrics_port: int
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+
+
+@pytest.fixture(scope="module")
+def generators(
+    peer: TritonPeer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Generator]]:
+    """protocol -> a generator service talking to the Triton server with that protocol."""
+    logs = tmp_path_factory.mktemp("generator-triton-logs")
+    ports = {p: free_port() for p in PROTOCOLS}
+    with contextlib.ExitStack() as stack:
+        services = {
+            protocol: Generator(
+                stack.enter_context(
+                    grpc_service(
+                        "services.generator",
+                        "GENERATOR",
+                        generator_env(peer.url, protocol, metrics_port=str(ports[protocol])),
+                        logs / f"{protocol}.log",
+                    )
+                ),
+                ports[protocol],
+            )
+            for protocol in PROTOCOLS
+        }
+        yield services
+
+
+@pytest.fixture(params=PROTOCOLS)
+def protocol(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def call(target: str, method: str, message: Any, timeout: float = 120) -> Any:
+    async def go() -> Any:
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = generator_pb2_grpc.GeneratorStub(channel)
+            return await getattr(stub, method)(message, timeout=timeout)
+
+    return asyncio.run(go())
+
+
+def stream(target: str, message: Any, timeout: float = 120) -> list[generator_pb2.GenerateChunk]:
+    async def go() -> list[generator_pb2.GenerateChunk]:
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = generator_pb2_grpc.GeneratorStub(channel)
+            return [c async for c in stub.GenerateStream(message, timeout=timeout)]
+
+    return asyncio.run(go())
+
+
+def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
+    """A request with its own id, which the engine passes to Triton as the request id."""
+    return generator_pb2.GenerateRequest(
+        messages=messages or QUESTION,
+        sampling=generator_pb2.SamplingParams(**sampling),
+        request_id=f"test-{uuid.uuid4().hex[:12]}",
+    )
+
+
+def rpc_error(target: str, method: str, message: Any, timeout: float = 60) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        call(target, method, message, timeout)
+    return caught.value
+
+
+# -- answers ------------------------------------------------------------------------------
+
+
+def test_info_names_triton_and_its_model(
+    generators: dict[str, Generator], peer: TritonPeer
+) -> None:
+    for protocol, model in (("llmapi", "tensorrt_llm"), ("ensemble", "ensemble")):
+        info = call(generators[protocol].target, "Info", common_pb2.InfoRequest(), 10)
+        assert info.service.backend == "triton"
+        assert info.service.model == f"{model}@{peer.url}"
+        details = dict(info.service.details)
+        assert details["triton_protocol"] == protocol
+        assert details["tokenizer"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+        assert info.context_length == 2048
+
+
+def test_unary_answer_reaches_triton_and_reports_usage(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    target = generators[protocol].target
+    request = ask(temperature=0.0, max_tokens=12)
+    reply = call(target, "Generate", request)
+    assert reply.text.strip()
+    assert reply.finish_reason in (
+        generator_pb2.FINISH_REASON_STOP,
+        generator_pb2.FINISH_REASON_LENGTH,
+    )
+    counted = call(target, "CountTokens", generator_pb2.CountTokensRequest(messages=QUESTION))
+    assert reply.usage.prompt_tokens == counted.prompt_tokens > 10
+    assert 1 <= reply.usage.completion_tokens <= 12
+    assert reply.timing.time_to_first_token_ms > 0
+    assert reply.timing.total_ms >= reply.timing.time_to_first_token_ms
+    event = peer.events_for(request.request_id)
+    assert event["model"] == ("tensorrt_llm" if protocol == "llmapi" else "ensemble")
+    assert event["sampling"]["max_tokens"] == 12
+    # Greedy goes out as temperature 0 and top_k 1.
+    assert event["sampling"]["temperature"] == 0.0 and event["sampling"]["top_k"] == 1
+    assert event["pieces"] == reply.usage.completion_tokens
+
+
+def test_prompt_is_counted_like_the_llamacpp_engine(
+    generators: dict[str, Generator], llamacpp: Any
+) -> None:
+    """Without RAGRAIL_GENERATOR_TOKENIZER the engine renders and counts with the packaged
+    GGUF's template and vocabulary, as the llamacpp engine does with that model."""
+    message = generator_pb2.CountTokensRequest(messages=QUESTION, texts=["Paris, France."])
+    ours = call(generators["llmapi"].target, "CountTokens", message)
+    theirs = llamacpp.call("CountTokens", message)
+    assert ours.prompt_tokens == theirs.prompt_tokens
+    assert list(ours.text_tokens) == list(theirs.text_tokens)
+
+
+def test_stream_arrives_in_pieces_and_matches_the_unary_answer(
+    generators: dict[str, Generator], protocol: str
+) -> None:
+    target = generators[protocol].target
+    chunks = stream(target, ask(temperature=0.0, max_tokens=16))
+    assert len(chunks) >= 4, [c.delta for c in chunks]
+    assert all(not c.finish_reason for c in chunks[:-1])
+    last = chunks[-1]
+    assert last.finish_reason
+    text = "".join(c.delta for c in chunks)
+    assert last.usage.completion_tokens >= len([c for c in chunks[:-1] if c.delta])
+    assert last.timing.inter_token_latency_ms > 0
+    # Greedy: the same text as one piece.
+    assert call(target, "Generate", ask(temperature=0.0, max_tokens=16)).text == text
+
+
+def test_max_tokens_ends_with_length(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    request = ask(temperature=0.0, max_tokens=6)
+    reply = call(generators[protocol].target, "Generate", request)
+    assert reply.finish_reason == generator_pb2.FINISH_REASON_LENGTH
+    assert reply.usage.completion_tokens == 6
+    assert peer.events_for(request.request_id)["end"] == "length"
+
+
+def test_stop_sequence_cuts_the_answer_and_reaches_triton(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    target = generators[protocol].target
+    full = call(target, "Generate", ask(temperature=0.0, max_tokens=24)).text
+    words = full.split()
+    assert len(words) >= 4, full
+    stop = words[2]
+    expected = full[: full.index(stop)]
+    request = ask(temperature=0.0, max_tokens=24, stop=[stop])
+    answer = call(target, "Generate", request)
+    assert answer.text == expected
+    assert answer.finish_reason == generator_pb2.FINISH_REASON_STOP
+    chunks = stream(target, ask(temperature=0.0, max_tokens=24, stop=[stop]))
+    assert "".join(c.delta for c in chunks) == expected
+    assert chunks[-1].finish_reason == generator_pb2.FINISH_REASON_STOP
+    event = peer.events_for(request.request_id)
+    assert event["sampling"]["stop"] == [stop]  # llmapi: sampling_param_stop; ensemble: stop_words
+    assert event["end"] == "stop"
+
+
+def test_sampling_parameters_reach_triton(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    target = generators[protocol].target
+    params = {"temperature": 0.9, "top_p": 0.8, "top_k": 20, "seed": 7, "max_tokens": 10}
+    first = call(target, "Generate", request := ask(**params))
+    assert call(target, "Generate", ask(**params)).text == first.text  # same seed, same text
+    sampling = peer.events_for(request.request_id)["sampling"]
+    assert sampling["temperature"] == pytest.approx(0.9)
+    assert sampling["top_p"] == pytest.approx(0.8)
+    assert (sampling["top_k"], sampling["seed"], sampling["max_tokens"]) == (20, 7, 10)
+
+
+def test_repetition_penalty_goes_where_the_model_has_an_input(
+    generators: dict[str, Generator], peer: TritonPeer
+) -> None:
+    # The ensemble has a repetition_penalty input; the llmapi model has none.
+    request = ask(temperature=0.0, max_tokens=4, repetition_penalty=1.3)
+    call(generators["ensemble"].target, "Generate", request)
+    penalty = peer.events_for(request.request_id)["sampling"]["repetition_penalty"]
+    assert penalty == pytest.approx(1.3)
+    error = rpc_error(generators["llmapi"].target, "Generate", ask(repetition_penalty=1.3))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "sampling.repetition_penalty" in (error.details() or "")
+
+
+# -- cancellation, deadlines, failures ---------------------------------------------------
+
+
+def wait_idle(target: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        details = call(target, "Info", common_pb2.InfoRequest(), 10).service.details
+        if details["running"] == "0":
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the triton engine still has requests running after {timeout} s")
+
+
+def test_client_cancelling_mid_stream_ends_the_triton_request(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    target = generators[protocol].target
+    request = ask(temperature=0.0, max_tokens=400)
+    received: list[str] = []
+
+    async def read_two_then_cancel() -> None:
+        async with grpc.aio.insecure_channel(target) as channel:
+            call = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(request, timeout=120)
+            async for chunk in call:
+                received.append(chunk.delta)
+                if len(received) == 2:
+                    call.cancel()
+                    break
+
+    started = time.monotonic()
+    asyncio.run(read_two_then_cancel())
+    assert len(received) == 2
+    event = peer.events_for(request.request_id, timeout=20)
+    assert event["end"] == "cancelled"
+    assert event["pieces"] < 400
+    assert time.monotonic() - started < 20
+    wait_idle(target)
+
+
+def test_deadline_answers_deadline_exceeded_and_ends_the_triton_request(
+    generators: dict[str, Generator], peer: TritonPeer, protocol: str
+) -> None:
+    request = ask(temperature=0.0, max_tokens=400)
+    started = time.monotonic()
+    error = rpc_error(generators[protocol].target, "Generate", request, timeout=1.5)
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 5
+    assert peer.events_for(request.request_id, timeout=20)["end"] == "cancelled"
+    wait_idle(generators[protocol].target)
+
+
+def test_cancellations_show_in_metrics(generators: dict[str, Generator]) -> None:
+    async def cancel_after_first(target: str) -> None:
+        async with grpc.aio.insecure_channel(target) as channel:
+            call = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(
+                ask(max_tokens=200), timeout=60
+            )
+            async for _ in call:
+                call.cancel()
+                break
+
+    generator = generators["llmapi"]
+    asyncio.run(cancel_after_first(generator.target))
+    wait_idle(generator.target)
+    text = generator.metrics()
+    cancelled = [
+        line
+        for line in text.splitlines()
+        if line.startswith('ragrail_generator_cancelled_total{engine="triton"}')
+    ]
+    assert cancelled and float(cancelled[0].split()[-1]) >= 1, text[-2000:]
+    assert 'ragrail_generator_running_requests{engine="triton"} 0.0' in text
+
+
+@pytest.fixture(scope="module")
+def unreachable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(generator target, Triton URL) for a generator whose Triton is not running: it starts
+    and serves all the same."""
+    url = f"127.0.0.1:{free_port()}"  # nothing listens there
+    env = generator_env(url, "llmapi", triton_retries="2", triton_retry_backoff_s="0.2")
+    log = tmp_path_factory.mktemp("generator-triton-down") / "generator.log"
+    with grpc_service("services.generator", "GENERATOR", env, log) as target:
+        yield target, url
+
+
+def test_triton_down_is_unavailable_naming_its_url(unreachable: tuple[str, str]) -> None:
+    target, url = unreachable
+    started = time.monotonic()
+    error = rpc_error(target, "Generate", ask(max_tokens=4), timeout=10)
+    elapsed = time.monotonic() - started
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert url in (error.details() or "")
+    # Two retries, 0.2 s then 0.4 s apart, well inside the 10 s deadline.
+    assert 0.5 < elapsed < 5
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        stream(target, ask(max_tokens=4), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_triton_down_within_a_short_deadline_is_deadline_exceeded(
+    unreachable: tuple[str, str],
+) -> None:
+    # Retries stop at the deadline instead of overrunning it.
+    started = time.monotonic()
+    error = rpc_error(unreachable[0], "Generate", ask(max_tokens=4), timeout=0.3)
+    assert error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+    assert time.monotonic() - started < 2
+
+
+def test_unknown_model_is_failed_precondition(
+    peer: TritonPeer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    env = generator_env(peer.url, "llmapi", triton_model="no_such_model")
+    log = tmp_path_factory.mktemp("generator-triton-nomodel") / "generator.log"
+    with grpc_service("services.generator", "GENERATOR", env, log) as target:
+        error = rpc_error(target, "Generate", ask(max_tokens=4))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no_such_model" in (error.details() or "")
+    assert "RAGRAIL_GENERATOR_TRITON_MODEL" in (error.details() or "")
+
+
+def test_wrong_protocol_is_failed_precondition(
+    peer: TritonPeer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The ensemble protocol pointed at the llmapi model: told, not sent garbage."""
+    env = generator_env(peer.url, "ensemble", triton_model="tensorrt_llm")
+    log = tmp_path_factory.mktemp("generator-triton-mismatch") / "generator.log"
+    with grpc_service("services.generator", "GENERATOR", env, log) as target:
+        error = rpc_error(target, "Generate", ask(max_tokens=4))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "RAGRAIL_GENERATOR_TRITON_PROTOCOL" in (error.details() or "")
+
+
+# -- validation stays the servicer's -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        (generator_pb2.GenerateRequest(), "messages"),
+        (ask(top_p=0.0), "sampling.top_p"),
+        (ask(temperature=3.0), "sampling.temperature"),
+        (ask(max_tokens=5000), "sampling.max_tokens"),
+        (ask(stop=[""]), "sampling.stop[0]"),
+        (
+            ask([common_pb2.ChatMessage(role="robot", content="hi")]),
+            "messages[0].role",
+        ),
+    ],
+)
+def test_invalid_requests_are_invalid_argument(
+    generators: dict[str, Generator], message: Any, field: str
+) -> None:
+    for method in ("Generate", "GenerateStream"):
+        if method == "Generate":
+            error = rpc_error(generators["llmapi"].target, method, message)
+        else:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                stream(generators["llmapi"].target, message)
+            error = caught.value
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+        assert field in (error.details() or "")
+
+
+def test_usage_and_timing_totals_in_info(generators: dict[str, Generator]) -> None:
+    target = generators["ensemble"].target
+    call(target, "Generate", ask(temperature=0.0, max_tokens=3))
+    details = call(target, "Info", common_pb2.InfoRequest(), 10).service.details
+    assert int(details["requests_served"]) >= 1
+    assert int(details["completion_tokens_total"]) >= 1
+    assert float(details["mean_time_to_first_token_ms"]) > 0
