@@ -43,6 +43,9 @@ SETTINGS: dict[str, type[RagrailSettings]] = {
     "gateway": GatewaySettings,
     "generator": GeneratorSettings,
 }
+# compose services that run a service's image under another name with other settings
+# (generator-triton: the generator answering through Triton, gpu profile) -> that service.
+VARIANTS: dict[str, str] = {"generator-triton": "generator"}
 FIRST_PARTY = ("shared", "services", "ragrail", "trainers")
 URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?P<host>[A-Za-z0-9_.-]+):(?P<port>\d+)(?:/\S*)?$")
 MODULE_STRING = re.compile(rf"^(?P<module>(?:{'|'.join(FIRST_PARTY)})(?:\.\w+)+)(?::\w+)?$")
@@ -62,6 +65,11 @@ def compose() -> dict[str, Any]:
 
 def services() -> dict[str, dict[str, Any]]:
     return compose()["services"]
+
+
+def kind(name: str) -> str:
+    """The ragrail service (SETTINGS key) a compose service runs."""
+    return VARIANTS.get(name, name)
 
 
 def built_services() -> list[str]:
@@ -190,12 +198,12 @@ def resolved_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> RagrailSett
     for key, value in container_env(name).items():
         if key.startswith("RAGRAIL_"):
             monkeypatch.setenv(key, value)
-    return SETTINGS[name]()
+    return SETTINGS[kind(name)]()
 
 
 def listening_ports(name: str, monkeypatch: pytest.MonkeyPatch) -> set[int]:
     svc = services()[name]
-    if name in SETTINGS and "build" in svc:
+    if kind(name) in SETTINGS and "build" in svc:
         settings = resolved_settings(name, monkeypatch)
         ports = {getattr(settings, f, 0) for f in ("port", "metrics_port")}
         return {p for p in ports if p > 0}
@@ -261,12 +269,13 @@ def import_closure(entry: str) -> set[Path]:
 
 def test_every_built_service_is_a_known_ragrail_service() -> None:
     for name in built_services():
-        assert name in SETTINGS, (
+        assert kind(name) in SETTINGS, (
             f"compose service '{name}' is built from this repository but has no settings class "
-            "in tests/deploy/test_compose.py SETTINGS; add it"
+            "in tests/deploy/test_compose.py SETTINGS (or VARIANTS entry); add it"
         )
-    assert set(SETTINGS) <= set(built_services()), (
-        f"services missing from compose.yaml: {sorted(set(SETTINGS) - set(built_services()))}"
+    built = {kind(name) for name in built_services()}
+    assert set(SETTINGS) <= built, (
+        f"services missing from compose.yaml: {sorted(set(SETTINGS) - built)}"
     )
 
 
@@ -329,32 +338,34 @@ def test_compose_env_names_real_settings(name: str) -> None:
 
 
 def check_ragrail_vars(name: str, env: dict[str, str], where: str) -> None:
+    service = kind(name)
     for var in env:
         if not var.startswith("RAGRAIL_") or var == CONFIG_ENV:
             continue
-        assert name in SETTINGS, (
+        assert service in SETTINGS, (
             f"{where} of '{name}' sets {var}, but '{name}' is no ragrail service"
         )
-        prefix = f"RAGRAIL_{name.upper()}_"
+        cls = SETTINGS[service]
+        prefix = f"RAGRAIL_{service.upper()}_"
         assert var.startswith(prefix), (
-            f"{where} of '{name}' sets {var}; {SETTINGS[name].__name__} reads only {prefix}*"
+            f"{where} of '{name}' sets {var}; {cls.__name__} reads only {prefix}*"
         )
         setting = var.removeprefix(prefix).lower()
-        assert setting in SETTINGS[name].model_fields, (
-            f"{where} of '{name}' sets {var}, but {SETTINGS[name].__name__} has no field "
-            f"'{setting}'; known: {sorted(SETTINGS[name].model_fields)}"
+        assert setting in cls.model_fields, (
+            f"{where} of '{name}' sets {var}, but {cls.__name__} has no field "
+            f"'{setting}'; known: {sorted(cls.model_fields)}"
         )
 
 
-@pytest.mark.parametrize("name", sorted(SETTINGS))
+@pytest.mark.parametrize("name", sorted(built_services()))
 def test_container_settings_validate_and_bind_all_interfaces(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = resolved_settings(name, monkeypatch)  # raises ValidationError naming the field
     host = getattr(settings, "host", None)
     assert host in ("0.0.0.0", "::"), (
-        f"{name}: in its container it would bind {host}; set RAGRAIL_{name.upper()}_HOST=0.0.0.0 "
-        "so other containers can reach it"
+        f"{name}: in its container it would bind {host}; set "
+        f"RAGRAIL_{kind(name).upper()}_HOST=0.0.0.0 so other containers can reach it"
     )
 
 
@@ -364,7 +375,7 @@ def test_every_container_has_a_healthcheck(name: str) -> None:
     assert not check.get("disable"), f"compose service '{name}' disables its healthcheck"
     if check.get("test"):
         return
-    assert name in SETTINGS and "build" in services()[name], (
+    assert kind(name) in SETTINGS and "build" in services()[name], (
         f"compose service '{name}' has no healthcheck (and no Dockerfile HEALTHCHECK to inherit)"
     )
     assert final_stage(name).all("HEALTHCHECK"), (
@@ -424,7 +435,7 @@ def test_urls_in_env_point_at_listening_services(
         )
 
 
-@pytest.mark.parametrize("name", sorted(SETTINGS))
+@pytest.mark.parametrize("name", sorted(built_services()))
 def test_compose_expose_matches_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     exposed = {int(str(p).split("/")[0]) for p in services()[name].get("expose") or []}
     assert exposed <= listening_ports(name, monkeypatch), (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,10 +22,11 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+import yaml
 
 from services.generator.backends.models import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
-from tests.conftest import free_port, grpc_service
+from tests.conftest import REPO, free_port, grpc_service
 from tests.generator.triton_server import TritonPeer, pytriton_missing, triton_peer
 
 pytestmark = pytest.mark.integration
@@ -380,6 +383,22 @@ def test_wrong_protocol_is_failed_precondition(
         error = rpc_error(target, "Generate", ask(max_tokens=4))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "RAGRAIL_GENERATOR_TRITON_PROTOCOL" in (error.details() or "")
+
+
+def test_compose_healthcheck_reads_triton_readiness(peer: TritonPeer) -> None:
+    """compose.yaml's healthcheck of the triton service, run against this real server (its
+    HTTP port instead of localhost:8000): healthy when ready, unhealthy when nothing serves."""
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    test = compose["services"]["triton"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python3", "-c"]
+
+    def check(port: int) -> int:
+        code = test[3].replace("localhost:8000", f"127.0.0.1:{port}")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)
+        return run.returncode
+
+    assert check(peer.http_port) == 0
+    assert check(free_port()) != 0
 
 
 # -- validation stays the servicer's -------------------------------------------------------

@@ -76,6 +76,7 @@ def model_repository(root: Path) -> Path:
 @dataclass
 class TritonPeer:
     url: str  # gRPC host:port
+    http_port: int
     events: Path
     log: Path
     process: subprocess.Popen[bytes]
@@ -118,7 +119,7 @@ def wait_ready(peer: TritonPeer, models: tuple[str, ...], timeout: float) -> Non
 @contextmanager
 def triton_peer(root: Path, gguf: Path) -> Iterator[TritonPeer]:
     """The server on free loopback ports until the block ends."""
-    grpc_port = free_port()
+    grpc_port, http_port = free_port(), free_port()
     events, log = root / "events.jsonl", root / "tritonserver.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
     env.update(PEER_GGUF=str(gguf), PEER_EVENTS=str(events))
@@ -130,7 +131,7 @@ def triton_peer(root: Path, gguf: Path) -> Iterator[TritonPeer]:
         "--grpc-port",
         str(grpc_port),
         "--http-port",
-        str(free_port()),
+        str(http_port),
         "--metrics-port",
         str(free_port()),
         "--workspace",
@@ -138,7 +139,7 @@ def triton_peer(root: Path, gguf: Path) -> Iterator[TritonPeer]:
     ]
     with log.open("wb") as sink:
         process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    peer = TritonPeer(f"127.0.0.1:{grpc_port}", events, log, process)
+    peer = TritonPeer(f"127.0.0.1:{grpc_port}", http_port, events, log, process)
     try:
         wait_ready(peer, ("tensorrt_llm", "ensemble"), timeout=240)
         yield peer
