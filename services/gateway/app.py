@@ -17,7 +17,7 @@ from services.gateway.errors import install_error_handlers
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
 from services.gateway.rag.pipeline import ChatPipeline
-from services.gateway.routes import collections, documents, health, openai, search
+from services.gateway.routes import collections, documents, health, openai, playground, search
 from services.gateway.settings import GatewaySettings
 from shared.version import VERSION
 
@@ -62,6 +62,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         search.router,
         openai.router,
         health.router,
+        playground.router,
     ):
         app.include_router(router)
 
