@@ -1,0 +1,197 @@
+"""The web playground at `/`, driven in headless Chromium (Debian's `chromium` package through
+Playwright) against the real gateway, embedder, retriever and generator processes: create a
+collection, upload a sample document, ask, and see the answer stream in with its sources."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from itertools import pairwise
+from typing import Any
+
+import pytest
+
+from ragrail.cli import SAMPLE_CORPUS
+from services.gateway.ingest.parsers import SUPPORTED
+from services.gateway.routes.playground import PLAYGROUND_DIR
+
+pytestmark = pytest.mark.integration
+INSTALL = "apt-get install -y --no-install-recommends chromium && pip install -e '.[dev]'"
+# Generation on a busy 2-core CPU: an answer can take tens of seconds.
+ANSWER_TIMEOUT_MS = 180_000
+BEES = "How do honeybees tell each other where the flowers are?"
+
+
+def _chromium() -> str:
+    """The system Chromium. `playwright install` downloads its own build from a CDN this
+    project's machines cannot reach, so Playwright drives the distribution's browser."""
+    found = os.environ.get("RAGRAIL_CHROMIUM") or next(
+        filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
+    )
+    if found:
+        return found
+    message = f"no Chromium found (install it: {INSTALL}; or set RAGRAIL_CHROMIUM)"
+    if os.environ.get("CI"):  # CI installs it (.ci/run): missing there is a failure, not a skip
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"playwright is not installed ({INSTALL})")
+        pytest.skip(f"playwright is not installed ({INSTALL})")
+    with sync_playwright() as p:
+        # Playwright passes --no-sandbox by default, which Chromium needs when run as root (CI).
+        browser = p.chromium.launch(executable_path=executable, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Any, suite: Any) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(base_url=suite.gateway_url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+
+    def console(msg: Any) -> None:
+        # Chromium logs every 4xx fetch as an error; the page shows those itself.
+        if msg.type == "error" and "Failed to load resource" not in msg.text:
+            errors.append(f"console: {msg.text}")
+
+    page.on("console", console)
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, "the page reported errors:\n" + "\n".join(errors)
+
+
+def test_upload_ask_and_see_a_streamed_answer_citing_the_document(page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto("/")
+    expect(page).to_have_title("ragrail playground")
+    expect(page.get_by_role("status", name="Service health")).to_contain_text("all services up")
+
+    page.get_by_label("New collection").fill("playground")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_label("Collection", exact=True)).to_have_value("playground")
+
+    document = SAMPLE_CORPUS / "honeybee-colonies.md"
+    page.get_by_label("Documents to upload").set_input_files(document)
+    expect(page.get_by_role("status", name="Upload status")).to_contain_text(
+        "ingested honeybee-colonies.md into playground"
+    )
+    expect(page.get_by_role("list", name="Documents")).to_contain_text("honeybee-colonies.md")
+
+    # With output rails on, the gateway holds an answer back until they pass it (the default
+    # chat_stream_output_rails=buffer), so it would arrive whole: switch them off when present.
+    rails = page.get_by_role("checkbox", name="Guardrails")
+    if rails.is_enabled():
+        rails.uncheck()
+    page.get_by_label("Max answer tokens").fill("32")
+    page.get_by_label("Temperature").fill("0")
+    page.get_by_label("Chunks for the model (reranker_top_k)").fill("2")
+    # Record every state the answer passes through, to see it arrive in pieces.
+    page.evaluate(
+        """() => {
+          window.answerStates = [];
+          new MutationObserver(() => {
+            const answer = document.querySelector('.message.assistant .content');
+            const text = answer ? answer.textContent : '';
+            if (text && window.answerStates.at(-1) !== text) window.answerStates.push(text);
+          }).observe(document.getElementById('messages'),
+                     {subtree: true, childList: true, characterData: true});
+        }"""
+    )
+    with page.expect_request("**/v1/chat/completions") as sent:
+        page.get_by_label("Question").fill(BEES)
+        page.get_by_role("button", name="Send").click()
+    body = sent.value.post_data_json
+    assert body["stream"] is True and body["collection"] == "playground"
+    assert body["reranker_top_k"] == 2 and body["max_tokens"] == 32
+    assert body["messages"] == [{"role": "user", "content": BEES}]
+
+    sources = page.get_by_role("list", name="Sources")
+    expect(sources).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+    expect(sources.get_by_role("listitem").first).to_contain_text("[1] honeybee-colonies.md")
+    expect(sources.get_by_role("listitem").first).to_contain_text("score")
+    expect(sources.locator("blockquote").first).not_to_be_empty()
+    answer = page.get_by_label("Answer", exact=True)
+    expect(answer).not_to_be_empty()
+    states: list[str] = page.evaluate("window.answerStates")
+    assert len(states) >= 3, f"the answer did not stream in pieces: {states}"
+    assert all(b.startswith(a) for a, b in pairwise(states)), states
+    assert states[-1] == answer.text_content()
+    expect(page.get_by_label("Timings")).to_contain_text("retrieval")
+    expect(page.get_by_label("Timings")).to_contain_text("first token")
+    expect(page.get_by_label("Guardrail outcome")).to_contain_text("guardrails:")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+    # Knowledge base off: the follow-up goes straight to the model, with the conversation.
+    page.get_by_role("checkbox", name="Knowledge base").uncheck()
+    with page.expect_request("**/v1/chat/completions") as sent:
+        page.get_by_label("Question").fill("Say hello.")
+        page.get_by_role("button", name="Send").click()
+    body = sent.value.post_data_json
+    assert body["use_knowledge_base"] is False and "collection" not in body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    second = page.locator(".message.assistant").nth(1)
+    expect(second.get_by_label("Timings")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+    expect(second.get_by_role("list", name="Sources")).to_have_count(0)
+    if shot := os.environ.get("RAGRAIL_PLAYGROUND_SCREENSHOT"):  # to look at the page by eye
+        page.screenshot(path=shot, full_page=True)
+
+
+def test_gateway_errors_are_shown_not_swallowed(page: Any) -> None:
+    page.goto("/")
+    page.get_by_label("New collection").fill("Bad-Name")
+    # The input's pattern would stop the browser from submitting; the API's message is the one
+    # to see, so skip the browser's own validation.
+    page.evaluate("document.getElementById('create-form').noValidate = true")
+    page.get_by_role("button", name="Create").click()
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("status", name="Upload status")).to_contain_text("422")
+
+
+def test_pages_and_api_share_the_port_without_clashing(suite: Any) -> None:  # type: ignore[no-untyped-def]
+    page = suite.http.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        asset = suite.http.get(f"/playground/{name}")
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
+    # Unknown paths, under /v1 or beside the playground, stay JSON errors for API clients.
+    for path in ("/v1/nope", "/playground/nope.js", "/playground/../app.py", "/nope"):
+        reply = suite.http.get(path)
+        assert reply.status_code == 404, path
+        assert reply.json()["error"]["code"] == 404, path
+    assert "/" not in suite.http.get("/openapi.json").json()["paths"]
+
+
+def test_file_picker_offers_every_type_the_gateway_parses() -> None:
+    class Inputs(HTMLParser):
+        accept = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found = dict(attrs)
+            if tag == "input" and found.get("id") == "files":
+                self.accept = found.get("accept") or ""
+
+    parser = Inputs()
+    parser.feed((PLAYGROUND_DIR / "index.html").read_text(encoding="utf-8"))
+    assert set(re.split(r"\s*,\s*", parser.accept)) == set(SUPPORTED)
