@@ -1,4 +1,4 @@
-"""The `ragrail` command: bring the suite up, ingest documents, search them."""
+"""The `ragrail` command: bring the suite up, ingest documents, search them, ask questions."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,7 +26,8 @@ SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "samples" / "corpus"
 SAMPLE_QUESTION = "how do honeybees tell each other where food is?"
 
 GatewayOpt = Annotated[
-    str, typer.Option("--gateway", envvar="RAGRAIL_GATEWAY_URL", help="Gateway base URL.")
+    str,
+    typer.Option("--gateway", "--url", envvar="RAGRAIL_GATEWAY_URL", help="Gateway base URL."),
 ]
 CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
 
@@ -172,15 +174,121 @@ def search(
         _print_hits(result)
 
 
+def _unreachable(gateway: str, exc: Exception) -> typer.Exit:
+    return _fail(f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`")
+
+
+def _print_sources(final: dict) -> None:
+    """Sources, rails and timings from the answer's last chunk."""
+    citations = final.get("citations") or []
+    if citations:
+        console.print("\n[bold]Sources[/bold]")
+    for c in citations:
+        mark = "cited" if c["cited"] else "not cited"
+        console.print(
+            f"  [{c['index']}] {c['document_name']}", markup=False, highlight=False, end=""
+        )
+        console.print(f"  [dim](score {c['score']:.3f}, {mark})[/dim]")
+        snippet = " ".join(c["snippet"].split())
+        console.print(f"      {snippet[:200]}{'…' if len(snippet) > 200 else ''}", markup=False)
+    console.print(f"[bold]Guardrails[/bold]: {_rails_summary(final.get('guardrails') or {})}")
+    for warning in final.get("warnings") or []:
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    t = final.get("timings") or {}
+    stages = [
+        ("retrieval", "retrieval_ms"),
+        ("rerank", "rerank_ms"),
+        ("guardrails", "guardrails_ms"),
+        ("first token", "ttft_ms"),
+        ("generation", "generation_ms"),
+        ("total", "total_ms"),
+    ]
+    shown = [f"{name} {t[key]:.0f} ms" for name, key in stages if t.get(key)]
+    if shown:
+        console.print(f"[dim]{' · '.join(shown)}[/dim]")
+
+
+def _rails_summary(report: dict) -> str:
+    """Which rails fired: 'off', 'all passed', or each block / modification / dropped chunk."""
+    if not report.get("enabled"):
+        return "off"
+    fired = []
+    for stage in ("input", "output"):
+        outcome = report.get(stage) or {}
+        if outcome.get("verdict", "allow") != "allow":
+            why = f" ({outcome['reason']})" if outcome.get("reason") else ""
+            fired.append(f"{stage} {outcome['verdict']} by {outcome.get('rail') or 'a rail'}{why}")
+    for change in report.get("retrieval") or []:
+        fired.append(f"retrieval {change['verdict']} chunk {change['id']} by {change['rail']}")
+    return "; ".join(fired) if fired else "all passed"
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    collection: CollectionOpt = "sample",
+    knowledge_base: Annotated[
+        bool, typer.Option("--kb/--no-kb", help="Answer from the collection, or ask the model.")
+    ] = True,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", "-k", help="Chunks given to the model.")
+    ] = None,
+    vdb_top_k: Annotated[int | None, typer.Option(help="Chunks retrieved first.")] = None,
+    mode: Annotated[str, typer.Option(help="dense, sparse or hybrid.")] = "hybrid",
+    rails: Annotated[
+        bool | None,
+        typer.Option("--rails/--no-rails", help="Guardrails on or off (default: the gateway's)."),
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Longest answer, in tokens.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="0 for the likeliest answer.")] = None,
+    gateway: GatewayOpt = DEFAULT_URL,
+) -> None:
+    """Ask a question: the answer streams in, then its numbered sources and the rails' say."""
+    options: dict = {
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "enable_guardrails": rails,
+    }
+    if knowledge_base:
+        options.update(
+            collection=collection, reranker_top_k=top_k, vdb_top_k=vdb_top_k, search_mode=mode
+        )
+    else:
+        options["use_knowledge_base"] = False
+    options = {k: v for k, v in options.items() if v is not None}
+    # The gateway decides when it is done (its own generation deadline); this only bounds a
+    # silent connection.
+    client = GatewayClient(gateway, timeout_s=300)
+    final: dict = {}
+    try:
+        for chunk in client.chat_stream([{"role": "user", "content": question}], **options):
+            choice = (chunk.get("choices") or [{}])[0]
+            delta = (choice.get("delta") or {}).get("content")
+            if delta:
+                # No markup: an answer's "[1]" or "[b]" is text; soft_wrap: no inserted breaks.
+                console.print(delta, end="", markup=False, highlight=False, soft_wrap=True)
+                console.file.flush()
+            if choice.get("finish_reason"):
+                final = chunk
+    except httpx.TransportError as exc:
+        raise _unreachable(gateway, exc) from None
+    except GatewayError as exc:
+        raise _fail(exc.message) from None
+    finally:
+        client.close()
+    console.print()
+    if final.get("choices", [{}])[0].get("finish_reason") == "content_filter":
+        console.print("[yellow](the guardrails blocked this)[/yellow]")
+    _print_sources(final)
+
+
 @app.command()
 def status(gateway: GatewayOpt = DEFAULT_URL) -> None:
     """Show the health of the gateway and every service."""
     try:
         health = GatewayClient(gateway, timeout_s=5).health()
     except Exception as exc:
-        raise _fail(
-            f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`"
-        ) from None
+        raise _unreachable(gateway, exc) from None
     console.print_json(data=health)
     if health.get("status") != "ok":
         raise typer.Exit(1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,27 @@ class GatewayClient:
     def search(self, query: str, collection: str, **options: Any) -> dict[str, Any]:
         body = {"query": query, "collection": collection, **options}
         return self._check(self.http.post("/v1/search", json=body))
+
+    def chat_stream(self, messages: list[dict[str, str]], **options: Any) -> Iterator[dict]:
+        """POSTs a streamed /v1/chat/completions and yields each OpenAI chunk as it arrives;
+        the last one with a finish_reason carries ragrail's citations, guardrails, timings and
+        warnings. A failure after the stream began (sent in-stream, as the status was already
+        200) raises GatewayError like one before it."""
+        body = {**options, "messages": messages, "stream": True}
+        with self.http.stream("POST", "/v1/chat/completions", json=body) as reply:
+            if reply.status_code >= 400:
+                reply.read()
+                self._check(reply)
+            for line in reply.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, other SSE fields
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise GatewayError(reply.status_code, chunk["error"]["message"])
+                yield chunk
 
     def close(self) -> None:
         self.http.close()
