@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.errors import DeadlineExceeded, RagrailError, Unavailable, from_grpc
+from shared.tracing import outgoing_metadata
 
 StubT = TypeVar("StubT")
 
@@ -78,6 +79,7 @@ class ServiceClient(Generic[StubT]):
         rpc = getattr(self.stub, method)
         timeout = timeout_s or self.timeout_s
         deadline = time.monotonic() + timeout
+        metadata = outgoing_metadata(metadata)
         try:
             return await rpc(request, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
@@ -113,7 +115,7 @@ class ServiceClient(Generic[StubT]):
         metadata: tuple[tuple[str, str], ...] = (),
     ) -> AsyncIterator[Any]:
         call = getattr(self.stub, method)(
-            request, timeout=timeout_s or self.timeout_s, metadata=metadata
+            request, timeout=timeout_s or self.timeout_s, metadata=outgoing_metadata(metadata)
         )
         try:
             async for item in call:

@@ -22,11 +22,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 
 from shared import metrics
 from shared.errors import RagrailError
 from shared.logging import configure_logging
 from shared.settings import ServiceSettings
+from shared.tracing import incoming_context, setup_tracing, shutdown_tracing, tracer
 
 log = logging.getLogger("ragrail.server")
 T = TypeVar("T")
@@ -125,6 +127,13 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
         outcome = {"code": grpc.StatusCode.OK}
         start = time.perf_counter()
         metrics.GRPC_IN_FLIGHT.labels(self.service).inc()
+        # Not made current: a streaming handler's yields would detach it in another context.
+        span = tracer.start_span(
+            f"{self.service}/{method}",
+            context=incoming_context(context.invocation_metadata()),
+            kind=trace.SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": self.service, "rpc.method": method},
+        )
         try:
             yield outcome
         except asyncio.CancelledError:
@@ -133,6 +142,10 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
         finally:
             elapsed = time.perf_counter() - start
             code = outcome["code"].name
+            span.set_attribute("rpc.grpc.status_code", outcome["code"].value[0])
+            if code != "OK":
+                span.set_status(trace.StatusCode.ERROR, code)
+            span.end()
             metrics.GRPC_IN_FLIGHT.labels(self.service).dec()
             metrics.GRPC_REQUESTS.labels(self.service, method, code).inc()
             metrics.GRPC_LATENCY.labels(self.service, method).observe(elapsed)
@@ -237,8 +250,11 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
 def run_service(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]) -> None:
     """Entry point of a service's `__main__`: logging, then `serve` until a signal arrives."""
     configure_logging(settings.service_name, settings.log_level, settings.log_format)
+    setup_tracing(settings.service_name)
     try:
         asyncio.run(serve(settings, build))
     except RagrailError as exc:
         log.error("cannot start: %s", exc.message)
         raise SystemExit(2) from None
+    finally:
+        shutdown_tracing()

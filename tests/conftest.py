@@ -89,6 +89,48 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
             process.wait()
 
 
+@contextlib.contextmanager
+def gateway_process(log: Path | None = None, **settings: str) -> Iterator[str]:
+    """A gateway process of its own with some settings changed (RAGRAIL_GATEWAY_<NAME>), the
+    rest from this process's environment (the suite's services, inside a test using it);
+    yields its URL once it answers. Its output goes to `log`, or nowhere."""
+    import httpx
+
+    port = free_port()
+    overrides = {f"RAGRAIL_GATEWAY_{k.upper()}": v for k, v in settings.items()}
+    sink = log.open("wb") if log else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.gateway"],
+        cwd=REPO,
+        env={**os.environ, "RAGRAIL_GATEWAY_PORT": str(port), **overrides},
+        stdout=sink,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the gateway exited" + (
+                f":\n{log.read_text()[-3000:]}" if log else ""
+            )
+            try:
+                httpx.get(f"{url}/v1/health", timeout=5)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "the gateway did not answer within 60 s"
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if log:
+            sink.close()  # type: ignore[union-attr]
+
+
 def suite_env(data_dir: Path) -> dict[str, str]:
     """RAGRAIL_* variables giving every service its own free ports and data under data_dir."""
     env = {"RAGRAIL_RETRIEVER_MILVUS_URI": str(data_dir / "ragrail.db")}
@@ -100,6 +142,7 @@ def suite_env(data_dir: Path) -> dict[str, str]:
     env["RAGRAIL_GATEWAY_PORT"] = str(free_port())
     env["RAGRAIL_GATEWAY_EMBEDDER_URL"] = f"127.0.0.1:{env['RAGRAIL_EMBEDDER_PORT']}"
     env["RAGRAIL_GATEWAY_RETRIEVER_URL"] = f"127.0.0.1:{env['RAGRAIL_RETRIEVER_PORT']}"
+    env["RAGRAIL_GATEWAY_GENERATOR_URL"] = f"127.0.0.1:{env['RAGRAIL_GENERATOR_PORT']}"
     env["RAGRAIL_GATEWAY_MAX_REQUEST_MB"] = "2"
     return env
 

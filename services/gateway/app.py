@@ -69,6 +69,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     @app.middleware("http")
     async def record_metrics(request: Request, call_next):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
+        # No span here: FastAPI opens a server span per request itself (continuing the
+        # caller's `traceparent`), and the chat stages and service calls nest under it.
         response = await call_next(request)
         route = request.scope.get("route")
         path = getattr(route, "path", "unmatched")

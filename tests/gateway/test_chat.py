@@ -4,14 +4,8 @@ the real embedder, retriever and generator processes (llama.cpp on SmolLM2-135M)
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import httpx
 import numpy as np
 import openai
 import pytest
@@ -19,7 +13,7 @@ import pytest
 from ragrail.cli import SAMPLE_CORPUS
 from services.gateway.openai_schemas import ChatMessageIn
 from services.gateway.rag.conversation import retrieval_query, turns_of
-from tests.conftest import free_port
+from tests.conftest import free_port, gateway_process
 
 pytestmark = pytest.mark.integration
 COLLECTION = "chat"
@@ -228,33 +222,10 @@ def test_bad_requests_get_a_clear_4xx(suite, body: dict, status: int, message: s
     assert message in reply.json()["error"]["message"]
 
 
-@contextmanager
-def gateway(**env: str) -> Iterator[str]:
-    """A second gateway process with some settings changed, sharing the suite's services."""
-    port = free_port()
-    overrides = {f"RAGRAIL_GATEWAY_{k.upper()}": v for k, v in env.items()}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.gateway"],
-        env={**os.environ, "RAGRAIL_GATEWAY_PORT": str(port), **overrides},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                httpx.get(f"{url}/v1/health", timeout=5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def test_a_down_generator_is_a_503_naming_it(client) -> None:  # type: ignore[no-untyped-def]
-    with gateway(generator_url=f"127.0.0.1:{free_port()}", generation_timeout_s="20") as url:
+    with gateway_process(
+        generator_url=f"127.0.0.1:{free_port()}", generation_timeout_s="20"
+    ) as url:
         down = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         for stream in (False, True):
             started = time.monotonic()

@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from opentelemetry import trace
+
 from services.gateway import schemas
 from services.gateway.clients import Services
 from services.gateway.openai_schemas import (
@@ -40,6 +42,7 @@ from services.gateway.search import run_search
 from services.gateway.settings import GatewaySettings
 from shared.errors import DeadlineExceeded, FailedPrecondition
 from shared.proto.ragrail.v1 import generator_pb2
+from shared.tracing import outgoing_metadata, tracer
 
 FINISH_REASONS = {
     generator_pb2.FINISH_REASON_STOP: "stop",
@@ -136,9 +139,10 @@ class ChatPipeline:
 
         if rails is not None:
             t = time.perf_counter()
-            verdict, text = await rails.check_input(
-                prepared.turns, deadline.left(self.settings.guardrails_timeout_s)
-            )
+            with tracer.start_as_current_span("chat.input_rails"):
+                verdict, text = await rails.check_input(
+                    prepared.turns, deadline.left(self.settings.guardrails_timeout_s)
+                )
             self._observe("input_rails", t, prepared)
             prepared.report.input = verdict
             metrics.RAIL_VERDICTS.labels("input", verdict.verdict).inc()
@@ -154,12 +158,14 @@ class ChatPipeline:
         query = ""
         if collections:
             query = retrieval_query(prepared.turns, self._history_turns(req))
-            sources = await self._retrieve(req, collections, query, prepared)
+            with tracer.start_as_current_span("chat.retrieval"):
+                sources = await self._retrieve(req, collections, query, prepared)
             if rails is not None and sources:
                 t = time.perf_counter()
-                checked = await rails.check_retrieval(
-                    query, sources, deadline.left(self.settings.guardrails_timeout_s)
-                )
+                with tracer.start_as_current_span("chat.retrieval_rails"):
+                    checked = await rails.check_retrieval(
+                        query, sources, deadline.left(self.settings.guardrails_timeout_s)
+                    )
                 self._observe("retrieval_rails", t, prepared)
                 prepared.report.retrieval = checked.changed
                 for change in checked.changed:
@@ -168,12 +174,13 @@ class ChatPipeline:
 
         t = time.perf_counter()
         builder = PromptBuilder(self._count_tokens(deadline), info.context_length)
-        prepared.prompt = await builder.build(
-            prepared.turns,
-            sources,
-            self.settings.chat_system_prompt if collections else None,
-            max_tokens,
-        )
+        with tracer.start_as_current_span("chat.prompt"):
+            prepared.prompt = await builder.build(
+                prepared.turns,
+                sources,
+                self.settings.chat_system_prompt if collections else None,
+                max_tokens,
+            )
         prepared.timings.prompt_ms = prepared.ms_since(t)
         metrics.STAGE_SECONDS.labels("prompt").observe(prepared.timings.prompt_ms / 1000)
         if prepared.prompt.dropped_sources:
@@ -277,9 +284,10 @@ class ChatPipeline:
         if prepared.prompt is None:
             return self._finish(prepared, self.settings.chat_refusal, "content_filter", 0, 0)
         t = time.perf_counter()
-        reply: generator_pb2.GenerateResponse = await self.services.generator.call(
-            "Generate", self._generate_request(prepared), timeout_s=prepared.deadline.left()
-        )
+        with tracer.start_as_current_span("chat.generation"):
+            reply: generator_pb2.GenerateResponse = await self.services.generator.call(
+                "Generate", self._generate_request(prepared), timeout_s=prepared.deadline.left()
+            )
         prepared.timings.generation_ms = prepared.ms_since(t)
         prepared.timings.ttft_ms = round(reply.timing.time_to_first_token_ms, 2)
         metrics.STAGE_SECONDS.labels("generation").observe(prepared.timings.generation_ms / 1000)
@@ -298,12 +306,13 @@ class ChatPipeline:
             return answer, None
         assert prepared.prompt is not None
         t = time.perf_counter()
-        verdict, checked = await prepared.rails.check_output(
-            prepared.turns,
-            answer,
-            prepared.prompt.sources,
-            prepared.deadline.left(self.settings.guardrails_timeout_s),
-        )
+        with tracer.start_as_current_span("chat.output_rails"):
+            verdict, checked = await prepared.rails.check_output(
+                prepared.turns,
+                answer,
+                prepared.prompt.sources,
+                prepared.deadline.left(self.settings.guardrails_timeout_s),
+            )
         self._observe("output_rails", t, prepared)
         prepared.report.output = verdict
         metrics.RAIL_VERDICTS.labels("output", verdict.verdict).inc()
@@ -381,23 +390,35 @@ class ChatPipeline:
             return
         hold = prepared.rails is not None and self.settings.chat_stream_output_rails == "buffer"
         t = time.perf_counter()
+        # Made current only to take its traceparent: this generator's later steps run in the
+        # response's context, where a span made current here could not be detached.
+        span = tracer.start_span("chat.generation")
+        with trace.use_span(span, end_on_exit=False):
+            metadata = outgoing_metadata()
         chunks = self.services.generator.stream(
-            "GenerateStream", self._generate_request(prepared), timeout_s=prepared.deadline.left()
+            "GenerateStream",
+            self._generate_request(prepared),
+            timeout_s=prepared.deadline.left(),
+            metadata=metadata,
         )
         parts: list[str] = []
         last: generator_pb2.GenerateChunk | None = None
         first = True
-        async for chunk in chunks:
-            if first:
-                prepared.timings.ttft_ms = prepared.ms_since(t)
-                yield self._event(prepared, {"role": "assistant", "content": ""}, None)
-                first = False
-            if chunk.delta:
-                parts.append(chunk.delta)
-                if not hold:
-                    yield self._event(prepared, {"content": chunk.delta}, None)
-            if chunk.HasField("usage"):
-                last = chunk
+        try:
+            async for chunk in chunks:
+                if first:
+                    prepared.timings.ttft_ms = prepared.ms_since(t)
+                    yield self._event(prepared, {"role": "assistant", "content": ""}, None)
+                    first = False
+                if chunk.delta:
+                    parts.append(chunk.delta)
+                    if not hold:
+                        yield self._event(prepared, {"content": chunk.delta}, None)
+                if chunk.HasField("usage"):
+                    last = chunk
+        finally:
+            await chunks.aclose()  # a client gone mid-stream cancels the generator call
+            span.end()
         prepared.timings.generation_ms = prepared.ms_since(t)
         metrics.STAGE_SECONDS.labels("generation").observe(prepared.timings.generation_ms / 1000)
         answer = "".join(parts)
