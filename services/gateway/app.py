@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
+from services.gateway.auth import ApiKeysAndRateLimit, load_keys
 from services.gateway.clients import Services
 from services.gateway.errors import install_error_handlers
 from services.gateway.ingest.pipeline import IngestPipeline
@@ -93,6 +94,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    # The last added runs first: CORS headers on every answer (401 and 429 too), then keys and
+    # rate limits before a body is read, then the body size limit.
+    app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_request_mb * 1024 * 1024))
+    # Keys are read now, so a missing keys file stops the gateway at start, not at a request.
+    app.add_middleware(ApiKeysAndRateLimit, settings=settings, keys=load_keys(settings))
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -100,5 +106,4 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             allow_methods=["*"],
             allow_headers=["*"],
         )
-    app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_request_mb * 1024 * 1024))
     return app

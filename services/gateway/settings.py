@@ -64,6 +64,26 @@ class GatewaySettings(RagrailSettings):
     embed_batch_size: int = Field(128, ge=1, description="Chunks per call to the embedder.")
     default_top_k: int = Field(10, ge=1, description="Results when a search gives no top_k.")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
+    api_keys: list[str] = Field(
+        default_factory=list,
+        description="API keys accepted as 'Authorization: Bearer <key>' or 'X-API-Key'; none "
+        "(and no api_keys_file) leaves the gateway open, as the local quickstart wants.",
+    )
+    api_keys_file: str = Field(
+        "", description="File with one API key per line (a container secret), added to api_keys."
+    )
+    rate_limit_rpm: int = Field(
+        0,
+        ge=0,
+        description="Requests a minute per API key (per client address without keys); 0: no limit.",
+    )
+    rate_limit_burst: int = Field(
+        20, ge=1, description="Requests a key may make at once before rate_limit_rpm applies."
+    )
+    debug_log_prompts: bool = Field(
+        False,
+        description="Log questions, prompts and answers (debug only: they may hold personal data).",
+    )
 
     # -- chat (/v1/chat/completions) ------------------------------------------------------
     chat_vdb_top_k: int = Field(

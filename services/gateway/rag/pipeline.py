@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -44,6 +45,7 @@ from shared.errors import DeadlineExceeded, FailedPrecondition
 from shared.proto.ragrail.v1 import generator_pb2
 from shared.tracing import outgoing_metadata, tracer
 
+log = logging.getLogger("ragrail.gateway")
 FINISH_REASONS = {
     generator_pb2.FINISH_REASON_STOP: "stop",
     generator_pb2.FINISH_REASON_LENGTH: "length",
@@ -348,6 +350,7 @@ class ChatPipeline:
     ) -> ChatCompletion:
         prepared.timings.total_ms = prepared.ms_since(prepared.started)
         self._count(prepared, finish, prompt_tokens, completion_tokens)
+        self._log(prepared, answer, finish, prompt_tokens, completion_tokens)
         return ChatCompletion(
             id=prepared.id,
             created=prepared.created,
@@ -363,6 +366,27 @@ class ChatPipeline:
             timings=prepared.timings,
             warnings=prepared.warnings,
         )
+
+    def _log(
+        self, prepared: Prepared, answer: str, finish: str, prompt: int, completion: int
+    ) -> None:
+        """One line per chat: what happened, never what was said unless debug_log_prompts."""
+        report = prepared.report
+        extra: dict[str, object] = {
+            "id": prepared.id,
+            "finish_reason": finish,
+            "sources": len(prepared.prompt.sources) if prepared.prompt else 0,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "input_rail": report.input.verdict if report.input else None,
+            "retrieval_rails_changed": len(report.retrieval),
+            "output_rail": report.output.verdict if report.output else None,
+            **prepared.timings.model_dump(),
+        }
+        if self.settings.debug_log_prompts:
+            extra["question"] = prepared.turns[-1].text
+            extra["answer"] = answer
+        log.info("chat", extra=extra)
 
     def _count(self, prepared: Prepared, finish: str, prompt: int, completion: int) -> None:
         if finish != "content_filter":
