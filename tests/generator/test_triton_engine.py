@@ -33,6 +33,8 @@ pytestmark = pytest.mark.integration
 
 PROTOCOLS = ("llmapi", "ensemble")
 QUESTION = [common_pb2.ChatMessage(role="user", content="Name three colours of the rainbow.")]
+# Greedy, the packaged model answers this for hundreds of tokens (seconds on this CPU).
+LONG = [common_pb2.ChatMessage(role="user", content="Count from 1 to 100, separated by commas.")]
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +271,7 @@ def test_client_cancelling_mid_stream_ends_the_triton_request(
     generators: dict[str, Generator], peer: TritonPeer, protocol: str
 ) -> None:
     target = generators[protocol].target
-    request = ask(temperature=0.0, max_tokens=400)
+    request = ask(LONG, temperature=0.0, max_tokens=400)
     received: list[str] = []
 
     async def read_two_then_cancel() -> None:
@@ -294,7 +296,7 @@ def test_client_cancelling_mid_stream_ends_the_triton_request(
 def test_deadline_answers_deadline_exceeded_and_ends_the_triton_request(
     generators: dict[str, Generator], peer: TritonPeer, protocol: str
 ) -> None:
-    request = ask(temperature=0.0, max_tokens=400)
+    request = ask(LONG, temperature=0.0, max_tokens=400)
     started = time.monotonic()
     error = rpc_error(generators[protocol].target, "Generate", request, timeout=1.5)
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -303,11 +305,34 @@ def test_deadline_answers_deadline_exceeded_and_ends_the_triton_request(
     wait_idle(generators[protocol].target)
 
 
+def test_deadline_before_the_first_token_ends_the_triton_request(
+    generators: dict[str, Generator], peer: TritonPeer
+) -> None:
+    """A long prompt keeps the model reading it past a 0.5 s deadline (llama.cpp reads at
+    most about 150 tokens/s on this CPU): the stream is cancelled while the engine still
+    waits for its first response."""
+    passage = " ".join(
+        f"Sentence {i} of a long passage about rivers and their deltas." for i in range(12)
+    )
+    long_question = [common_pb2.ChatMessage(role="user", content=passage + " Summarise it.")]
+    target = generators["llmapi"].target
+    counted = call(target, "CountTokens", generator_pb2.CountTokensRequest(messages=long_question))
+    assert counted.prompt_tokens > 150
+    request = ask(long_question, temperature=0.0, max_tokens=50)
+    started = time.monotonic()
+    error = rpc_error(target, "Generate", request, timeout=0.5)
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 3
+    event = peer.events_for(request.request_id, timeout=60)
+    assert event["end"] == "cancelled" and event["pieces"] == 0
+    wait_idle(target)
+
+
 def test_cancellations_show_in_metrics(generators: dict[str, Generator]) -> None:
     async def cancel_after_first(target: str) -> None:
         async with grpc.aio.insecure_channel(target) as channel:
             call = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(
-                ask(max_tokens=200), timeout=60
+                ask(LONG, max_tokens=200), timeout=60
             )
             async for _ in call:
                 call.cancel()

@@ -92,7 +92,9 @@ class TritonEngine(Engine):
         except RagrailError as exc:
             # The service starts anyway: Triton may come up later (or restart), and each
             # request says UNAVAILABLE until then.
-            log.warning("Triton model not usable yet", extra={"error": exc.message})
+            log.warning(
+                "Triton model not usable yet", extra={"url": self.url, "error": exc.message}
+            )
         else:
             log.info(
                 "Triton model ready",
@@ -211,6 +213,12 @@ class TritonEngine(Engine):
                 cause: BaseException = exc
             except Unavailable as exc:  # reading the metadata could not connect
                 error, cause = exc, exc
+            except BaseException:
+                # Cancelled (client gone, deadline) while waiting for the first response: end
+                # the request in Triton too, rather than when the call is garbage-collected.
+                if stream is not None:
+                    stream.cancel()
+                raise
             if stream is not None:
                 stream.cancel()
             if isinstance(error, FailedPrecondition | Unavailable):

@@ -42,6 +42,7 @@ class PeerLLM:
             model_path=os.environ["PEER_GGUF"],
             n_ctx=2048,
             n_threads=1,
+            flash_attn=True,  # llama.cpp's default for a context, and the llamacpp engine's
             verbose=False,
         )
         # The first evaluation took about 10 s here (llama.cpp sets up its buffers); do it
