@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -384,6 +385,27 @@ def test_triton_down_within_a_short_deadline_is_deadline_exceeded(
     error = rpc_error(unreachable[0], "Generate", ask(max_tokens=4), timeout=0.3)
     assert error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
     assert time.monotonic() - started < 2
+
+
+def test_triton_that_never_answers_is_unavailable_after_its_timeout(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A host that takes the connection but says nothing (a hung server, a black hole):
+    TRITON_TIMEOUT_S bounds the wait, well before the client's deadline."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes connections; nothing ever answers
+        url = f"127.0.0.1:{silent.getsockname()[1]}"
+        env = generator_env(url, "llmapi", triton_timeout_s="1", triton_retries="0")
+        log = tmp_path_factory.mktemp("generator-triton-silent") / "generator.log"
+        with grpc_service("services.generator", "GENERATOR", env, log) as target:
+            started = time.monotonic()
+            error = rpc_error(target, "Generate", ask(max_tokens=4), timeout=20)
+            elapsed = time.monotonic() - started
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert "did not answer within 1 s" in (error.details() or "")
+    assert url in (error.details() or "")
+    assert elapsed < 5
 
 
 def test_unknown_model_is_failed_precondition(

@@ -156,7 +156,16 @@ class TritonEngine(Engine):
                     self.model, as_json=True, client_timeout=timeout
                 )
             except InferenceServerException as exc:
-                raise self._error(exc.status(), exc.message()) from exc
+                error = self._error(exc.status(), exc.message())
+                if isinstance(error, DeadlineExceeded) and (
+                    deadline is None or time.monotonic() < deadline
+                ):
+                    # Our own limit, not the client's deadline: a host that does not answer.
+                    error = Unavailable(
+                        f"Triton at {self.url} did not answer within "
+                        f"{self.settings.triton_timeout_s:g} s (RAGRAIL_GENERATOR_TRITON_TIMEOUT_S)"
+                    )
+                raise error from exc
             schema = ModelSchema.from_triton(metadata, config.get("config", config))
             self.protocol.check(schema)
             self._schema = schema
