@@ -132,10 +132,14 @@ class NemoEngine(Engine):
         out = []
         for rail in response.log.activated_rails:
             verdict, reason, errored = "allow", "", False
-            for action in rail.executed_actions:
-                if action.return_value is not None:
-                    verdict, reason, errored = outcome_of(action.return_value)
-                    break
+            values = [a.return_value for a in rail.executed_actions if a.return_value is not None]
+            if values:
+                verdict, reason, errored = outcome_of(values[0])
+            elif rail.executed_actions:
+                # The rail's action raised inside NeMo Guardrails, which logged it and
+                # stopped the flow: no verdict came back.
+                errored = True
+                reason = "the rail's action raised (see the service log); failing closed"
             if rail.stop:
                 verdict = "block"
             out.append(

@@ -218,6 +218,9 @@ def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
 
 
 async def build(settings: GuardrailsSettings) -> Built:
+    if settings.log_level != "DEBUG":
+        # NeMo Guardrails logs every Colang event at INFO: pages per check.
+        logging.getLogger("nemoguardrails").setLevel(logging.WARNING)
     engine, info = await asyncio.to_thread(load_engine, settings)
     servicer = GuardrailsServicer(engine, settings, info)
     return Built(

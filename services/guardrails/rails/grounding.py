@@ -24,7 +24,9 @@ import numpy as np
 from services.guardrails.rails import Outcome
 from services.guardrails.rails.injection import windows
 
-SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+# A sentence ends at . ! or ? followed by whitespace (so "example.com" or "3.5" do not end
+# one), at a line break, or at the end.
+SENTENCE = re.compile(r"[^\n]+?(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 # Sentences this short carry no claim ("Yes.", "In short:") and are not scored.
 MIN_CLAIM_CHARS = 12
 
