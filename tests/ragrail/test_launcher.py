@@ -11,7 +11,14 @@ from ragrail.launcher import Supervisor
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no models/reranker/ here
-    for key in ("RAGRAIL_RERANKER_MODEL", "RAGRAIL_GATEWAY_RERANKER_URL", "RAGRAIL_CONFIG"):
+    # MODELS_DIR too: the session's `suite` fixture, when an earlier test started it, points
+    # it at the suite's own empty directory, which would hide tmp_path/models/reranker.
+    for key in (
+        "RAGRAIL_RERANKER_MODEL",
+        "RAGRAIL_RERANKER_MODELS_DIR",
+        "RAGRAIL_GATEWAY_RERANKER_URL",
+        "RAGRAIL_CONFIG",
+    ):
         monkeypatch.delenv(key, raising=False)
 
 
