@@ -26,6 +26,41 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+TINY_BEIR = REPO / "tests" / "fixtures" / "beir_tiny"
+# Seconds on 2 cores: 8 queries x (1 positive + 2 BM25 negatives), 64 tokens, one epoch.
+TINY_RERANKER_TRAINING = [
+    "--data", str(TINY_BEIR), "--max-queries", "8", "--negatives", "2", "--max-length", "64",
+    "--epochs", "1", "--batch-size", "8", "--eval-max-queries", "4", "--seed", "7",
+    "--export-onnx",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reranker trained by `python -m trainers.reranker` on tests/fixtures/beir_tiny, with
+    model.onnx (seconds)."""
+    out = tmp_path_factory.mktemp("reranker") / "tiny"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    done = subprocess.run(
+        [sys.executable, "-m", "trainers.reranker", *TINY_RERANKER_TRAINING, "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"training failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert (out / "model.onnx").is_file() and (out / "config.json").is_file()
+    return out
+
+
+class Target(str):
+    """A service's host:port, with the process serving it (tests that stop it mid-run)."""
+
+    process: subprocess.Popen[bytes]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -33,7 +68,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> Iterator[str]:
+def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> Iterator[Target]:
     """Runs `python -m <module>` with `env` on top of a RAGRAIL_-free environment, on free
     ports (`RAGRAIL_<prefix>_PORT`, metrics too), until its gRPC health check says SERVING;
     yields its target and stops it afterwards. Its output goes to `log`."""
@@ -61,7 +96,8 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-    target = f"127.0.0.1:{port}"
+    target = Target(f"127.0.0.1:{port}")
+    target.process = process
 
     async def serving() -> bool:
         async with grpc.aio.insecure_channel(target) as channel:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import openai
@@ -13,7 +15,7 @@ import pytest
 from ragrail.cli import SAMPLE_CORPUS
 from services.gateway.openai_schemas import ChatMessageIn
 from services.gateway.rag.conversation import retrieval_query, turns_of
-from tests.conftest import free_port, gateway_process
+from tests.conftest import free_port, gateway_process, grpc_service
 
 pytestmark = pytest.mark.integration
 COLLECTION = "chat"
@@ -241,3 +243,37 @@ def test_a_down_generator_is_a_503_naming_it(client) -> None:  # type: ignore[no
             assert caught.value.status_code == 503
             assert "generator service" in caught.value.message
             assert time.monotonic() - started < 15
+
+
+def test_stopping_the_reranker_mid_run_degrades_answers_without_failures(
+    client, tiny_reranker: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    env = {"RAGRAIL_RERANKER_MODEL": str(tiny_reranker), "RAGRAIL_RERANKER_BACKEND": "onnx"}
+    with (
+        grpc_service("services.reranker", "RERANKER", env, tmp_path / "reranker.log") as reranker,
+        gateway_process(reranker_url=reranker) as url,
+    ):
+        chat = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+
+        def ask(_: int) -> list[str]:
+            reply = chat.chat.completions.create(
+                model="any",
+                messages=[{"role": "user", "content": BEES}],
+                max_tokens=4,
+                temperature=0,
+                extra_body={"collection": COLLECTION, "reranker_top_k": 2},
+            )
+            assert reply.choices[0].message.content is not None
+            return (reply.model_extra or {})["warnings"]
+
+        with ThreadPoolExecutor(2) as pool:
+            before = list(pool.map(ask, range(4)))
+            running = [pool.submit(ask, i) for i in range(6)]
+            time.sleep(0.5)
+            reranker.process.terminate()  # mid-run: some requests are in flight
+            reranker.process.wait(timeout=30)
+            during = [f.result() for f in running]  # none raised
+            after = list(pool.map(ask, range(2)))
+    assert not any("not reranked" in w for ws in before for w in ws)
+    assert all(any("not reranked" in w for w in ws) for ws in after)
+    assert len(during) == 6

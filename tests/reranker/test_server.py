@@ -26,13 +26,6 @@ from shared.errors import FailedPrecondition
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from tests.conftest import REPO, free_port
 
-TINY_BEIR = REPO / "tests" / "fixtures" / "beir_tiny"
-# Seconds on 2 cores: 8 queries x (1 positive + 2 BM25 negatives), 64 tokens, one epoch.
-TINY_TRAINING = [
-    "--data", str(TINY_BEIR), "--max-queries", "8", "--negatives", "2", "--max-length", "64",
-    "--epochs", "1", "--batch-size", "8", "--eval-max-queries", "4", "--seed", "7",
-    "--export-onnx",
-]  # fmt: skip
 MAX_PASSAGES = 40
 MAX_TEXT_CHARS = 5000
 BACKENDS = ("sentence-transformers", "onnx")
@@ -57,20 +50,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A reranker trained by `python -m trainers.reranker` on tests/fixtures/beir_tiny."""
-    out = tmp_path_factory.mktemp("reranker") / "tiny"
-    done = subprocess.run(
-        [sys.executable, "-m", "trainers.reranker", *TINY_TRAINING, "--out", str(out)],
-        cwd=REPO,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, f"training failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert (out / "model.onnx").is_file() and (out / "config.json").is_file()
-    return out
+def tiny_model(tiny_reranker: Path) -> Path:
+    return tiny_reranker
 
 
 # -- backends in process -------------------------------------------------------------------
