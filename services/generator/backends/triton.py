@@ -88,7 +88,7 @@ class TritonEngine(Engine):
         self._client = InferenceServerClient(self.url)
         self._schema_lock = asyncio.Lock()
         try:
-            schema = await self._load_schema(time.monotonic() + self.settings.triton_timeout_s)
+            schema = await self._load_schema(None)  # bounded by triton_timeout_s
         except RagrailError as exc:
             # The service starts anyway: Triton may come up later (or restart), and each
             # request says UNAVAILABLE until then.
