@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first and exactly pinned: an unpinned resolve pulls multi-GB CUDA wheels.
 	$(PIP) install -c constraints.txt torch==2.13.0
 	$(PIP) install -c constraints.txt -e ".[all,dev]"
+	# nemoguardrails without its fastembed requirement (see the guardrails extra in pyproject.toml).
+	$(PIP) install -c constraints.txt --no-deps nemoguardrails==0.24.1
 	touch $(STAMP)
 
 # The test Triton server's own environment (tests/generator/triton_peer): nvidia-pytriton

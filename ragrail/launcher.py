@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.generator.settings import GeneratorSettings
+from services.guardrails.settings import GuardrailsSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.clients import make_channel
@@ -74,6 +75,22 @@ def reranker_not_startable() -> str:
     return ""
 
 
+def guardrails_not_startable() -> str:
+    """Why `ragrail up` leaves the guardrails service out ("" when it starts it): its input
+    rails need the prompt-injection classifier, configured or the newest that
+    `python -m trainers.guardrails` wrote under models/guardrails/."""
+    from services.guardrails.classifier import resolve_injection_model
+
+    try:
+        resolve_injection_model(GuardrailsSettings().injection_model)
+    except FailedPrecondition:
+        return (
+            "it has no prompt-injection model (train one with `python -m trainers.guardrails "
+            "--data ../shared/data/prompt_injections`; services/guardrails/README.md)"
+        )
+    return ""
+
+
 @dataclass
 class ServiceDef:
     name: str
@@ -105,6 +122,14 @@ SERVICES = [
         GeneratorSettings,
         "grpc",
         gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL",
+    ),
+    # NeMo Guardrails, offline: input, retrieval and output rails.
+    ServiceDef(
+        "guardrails",
+        "services.guardrails",
+        GuardrailsSettings,
+        "grpc",
+        not_startable=guardrails_not_startable,
     ),
     ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
 ]

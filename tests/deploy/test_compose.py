@@ -28,6 +28,7 @@ from ragrail.launcher import SERVICES as LAUNCHER_SERVICES
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
 from services.generator.settings import GeneratorSettings
+from services.guardrails.settings import GuardrailsSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
 from shared.settings import CONFIG_ENV, DEFAULT_PORTS, RagrailSettings
@@ -42,6 +43,7 @@ SETTINGS: dict[str, type[RagrailSettings]] = {
     "retriever": RetrieverSettings,
     "gateway": GatewaySettings,
     "generator": GeneratorSettings,
+    "guardrails": GuardrailsSettings,
 }
 # compose services that run a service's image under another name with other settings
 # (generator-triton: the generator answering through Triton, gpu profile) -> that service.
