@@ -75,7 +75,8 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
             return str(s.getsockname()[1])
 
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
-        ports = {n: free() for n in ("embedder", "retriever", "reranker", "generator", "gateway")}
+        names = ("embedder", "retriever", "reranker", "generator", "guardrails", "gateway")
+        ports = {n: free() for n in names}
         saved = dict(os.environ)
         os.environ.update(
             {
@@ -85,6 +86,8 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
                 "RAGRAIL_RERANKER_METRICS_PORT": "-1",
                 "RAGRAIL_GENERATOR_PORT": ports["generator"],
                 "RAGRAIL_GENERATOR_METRICS_PORT": "-1",
+                "RAGRAIL_GUARDRAILS_PORT": ports["guardrails"],
+                "RAGRAIL_GUARDRAILS_METRICS_PORT": "-1",
                 "RAGRAIL_GATEWAY_PORT": ports["gateway"],
                 "RAGRAIL_EMBEDDER_METRICS_PORT": "-1",
                 "RAGRAIL_RETRIEVER_METRICS_PORT": "-1",

@@ -172,7 +172,7 @@ def suite_env(data_dir: Path) -> dict[str, str]:
     env = {"RAGRAIL_RETRIEVER_MILVUS_URI": str(data_dir / "ragrail.db")}
     # The suite runs without a reranker whatever models/ this checkout has trained.
     env["RAGRAIL_RERANKER_MODELS_DIR"] = str(data_dir / "models" / "reranker")
-    for name in ("embedder", "retriever", "reranker", "generator"):
+    for name in ("embedder", "retriever", "reranker", "generator", "guardrails"):
         env[f"RAGRAIL_{name.upper()}_PORT"] = str(free_port())
         env[f"RAGRAIL_{name.upper()}_METRICS_PORT"] = str(free_port())
     env["RAGRAIL_GATEWAY_PORT"] = str(free_port())
