@@ -1,0 +1,117 @@
+"""trainers.guardrails: the threshold rule and folds, then tiny runs of both recipes on
+tests/fixtures/injections (the files written, the threshold chosen on train only, the
+directory the service's classifier loads and scores as the metrics say)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from trainers.guardrails.scoring import (
+    Labelled,
+    operating_point,
+    roc_auc,
+    stratified_folds,
+    threshold_at_fpr,
+)
+from trainers.guardrails.train import main
+
+FIXTURE = REPO / "tests" / "fixtures" / "injections"
+
+
+# -- pieces --------------------------------------------------------------------------------
+
+
+def test_threshold_keeps_false_positives_at_or_below_the_target() -> None:
+    rng = np.random.default_rng(0)
+    labels = np.array([0] * 200 + [1] * 100)
+    scores = np.concatenate([rng.normal(0, 1, 200), rng.normal(2.5, 1, 100)])
+    for target in (0.0, 0.01, 0.05, 0.2):
+        t = threshold_at_fpr(scores, labels, target)
+        point = operating_point(scores, labels, t)
+        assert point["fpr"] <= target
+        # The lowest such threshold: one step lower lets one benign score too many through.
+        below = np.sort(scores[scores < t])[-1]
+        assert operating_point(scores, labels, below)["fpr"] > target
+    # Perfectly separated: every positive flagged, no benign one.
+    t = threshold_at_fpr(np.array([0.1, 0.2, 0.9, 1.0]), np.array([0, 0, 1, 1]), 0.0)
+    assert 0.2 < t < 0.9
+    assert roc_auc(np.array([0.1, 0.2, 0.9, 1.0]), np.array([0, 0, 1, 1])) == 1.0
+
+
+def test_folds_are_stratified_disjoint_and_cover_every_row() -> None:
+    labels = np.array([1] * 10 + [0] * 20)
+    folds = stratified_folds(labels, 5, seed=3)
+    rows = np.concatenate(folds)
+    assert sorted(rows.tolist()) == list(range(30))
+    assert all(labels[f].sum() == 2 and len(f) == 6 for f in folds)
+    assert [f.tolist() for f in folds] == [f.tolist() for f in stratified_folds(labels, 5, 3)]
+
+
+def test_fixture_loads_with_both_labels() -> None:
+    train = Labelled.load(FIXTURE / "train.jsonl")
+    assert len(train.texts) == 44 and train.positives == 20
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def head_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("guardrails-trainer") / "head"
+    argv = ["--data", str(FIXTURE), "--out", str(out), "--method", "head", "--max-length", "64",
+            "--folds", "3", "--seed", "11"]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def test_head_run_writes_a_served_model(head_run: Path) -> None:
+    for name in ("model.onnx", "model_int8.onnx", "head.json", "tokenizer.json",
+                 "metrics.json", "manifest.json", "README.md"):  # fmt: skip
+        assert (head_run / name).is_file(), name
+    head = json.loads((head_run / "head.json").read_text())
+    metrics = json.loads((head_run / "metrics.json").read_text())
+    manifest = json.loads((head_run / "manifest.json").read_text())
+    assert head["format"] == "ragrail-injection-classifier/1"
+    assert len(head["weights"]) == 384 and head["encoder"]["max_length"] == 64
+    assert head["threshold"] == metrics["threshold"]
+    # The threshold comes from out-of-fold training scores, never from the test split.
+    assert metrics["calibration"]["kind"] == "3-fold out-of-fold"
+    assert metrics["calibration"]["rows"] == 44
+    assert metrics["calibration"]["fpr"] <= 0.03
+    assert set(manifest["files"]) == {"model.onnx", "model_int8.onnx", "head.json"}
+    assert manifest["params"]["seed"] == 11 and "TPR" in (head_run / "README.md").read_text()
+
+    # The service's loader scores the test split as the trainer measured it.
+    from services.guardrails.classifier import InjectionClassifier
+
+    classifier = InjectionClassifier(head_run)
+    test = Labelled.load(FIXTURE / "test.jsonl")
+    scores = classifier.scores(classifier.embed(test.texts))
+    point = operating_point(scores, test.labels, classifier.threshold)
+    assert point["tpr"] == metrics["test"]["at_threshold"]["tpr"]
+    assert point["fpr"] == metrics["test"]["at_threshold"]["fpr"]
+    assert metrics["test"]["auc"] >= 0.9  # the fixture's injections are unmistakable
+
+
+def test_finetune_run_also_writes_the_embedding_encoder(tmp_path: Path) -> None:
+    out = tmp_path / "ft"
+    argv = ["--data", str(FIXTURE), "--out", str(out), "--max-length", "32", "--epochs", "1",
+            "--batch-size", "16", "--seed", "2"]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    head = json.loads((out / "head.json").read_text())
+    assert metrics["method"] == "finetune"
+    assert metrics["calibration"]["kind"] == "held-out"
+    assert metrics["calibration"]["rows"] + metrics["calibration"]["fit_rows"] == 44
+    assert metrics["train"]["steps"] == 3  # ceil(35 fit rows / 16)
+    assert (out / "model.safetensors").is_file()
+    assert head["embedding"] == {"path": "embedding", "onnx_file": "model_int8.onnx"}
+    assert (out / "embedding" / "model_int8.onnx").is_file()
+    assert not (out / "embedding" / "model.onnx").exists()
+    with pytest.raises(SystemExit, match="already holds a model"):
+        main(argv)
