@@ -51,6 +51,9 @@ bench: install
 bench-generator: install
 	HF_HUB_OFFLINE=1 $(PY) bench/generator.py
 
+bench-rag: install
+	HF_HUB_OFFLINE=1 $(PY) bench/rag.py
+
 proto: install
 	$(PY) -m shared.proto.codegen
 
