@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install pytriton-env up test lint bench bench-generator proto clean
+.PHONY: install pytriton-env up test lint bench bench-generator bench-rag proto clean
 
 install: $(STAMP)
 
