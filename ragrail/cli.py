@@ -81,7 +81,7 @@ def _print_hits(result: dict) -> None:
 def up(
     data_dir: Annotated[Path, typer.Option(help="Where data and logs live.")] = Path("data"),
     sample: Annotated[
-        bool, typer.Option(help="Ingest the sample corpus and run a search.")
+        bool, typer.Option(help="Ingest the sample corpus, run a search and ask a question.")
     ] = False,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
@@ -131,7 +131,12 @@ def _demo(gateway_url: str) -> None:
     console.print(f"ingested {docs} sample documents ({chunks} chunks) into collection 'sample'")
     console.print(f"search: [bold]{SAMPLE_QUESTION}[/bold]")
     _print_hits(client.search(SAMPLE_QUESTION, "sample", top_k=3))
-    console.print('try: ragrail search "your question" --collection sample')
+    console.print(f"ask: [bold]{SAMPLE_QUESTION}[/bold]")
+    try:
+        _stream_answer(client, SAMPLE_QUESTION, {"collection": "sample", "max_tokens": 96})
+    except GatewayError as exc:  # the suite still serves; say why the demo answer failed
+        console.print(f"[red]the demo question failed:[/red] {exc.message}")
+    console.print('try: ragrail ask "your question"   or   ragrail search "..." -c sample')
 
 
 @app.command()
@@ -259,23 +264,28 @@ def ask(
     # The gateway decides when it is done (its own generation deadline); this only bounds a
     # silent connection.
     client = GatewayClient(gateway, timeout_s=300)
-    final: dict = {}
     try:
-        for chunk in client.chat_stream([{"role": "user", "content": question}], **options):
-            choice = (chunk.get("choices") or [{}])[0]
-            delta = (choice.get("delta") or {}).get("content")
-            if delta:
-                # No markup: an answer's "[1]" or "[b]" is text; soft_wrap: no inserted breaks.
-                console.print(delta, end="", markup=False, highlight=False, soft_wrap=True)
-                console.file.flush()
-            if choice.get("finish_reason"):
-                final = chunk
+        _stream_answer(client, question, options)
     except httpx.TransportError as exc:
         raise _unreachable(gateway, exc) from None
     except GatewayError as exc:
         raise _fail(exc.message) from None
     finally:
         client.close()
+
+
+def _stream_answer(client: GatewayClient, question: str, options: dict) -> None:
+    """Prints the answer as it streams, then its sources and what the rails did."""
+    final: dict = {}
+    for chunk in client.chat_stream([{"role": "user", "content": question}], **options):
+        choice = (chunk.get("choices") or [{}])[0]
+        delta = (choice.get("delta") or {}).get("content")
+        if delta:
+            # No markup: an answer's "[1]" or "[b]" is text; soft_wrap: no inserted breaks.
+            console.print(delta, end="", markup=False, highlight=False, soft_wrap=True)
+            console.file.flush()
+        if choice.get("finish_reason"):
+            final = chunk
     console.print()
     if final.get("choices", [{}])[0].get("finish_reason") == "content_filter":
         console.print("[yellow](the guardrails blocked this)[/yellow]")

@@ -67,6 +67,8 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
         _wait_for(proc, "ragrail is up", lines, timeout_s=240)
         output = "".join(lines)
         assert "honeybee-colonies.md" in output, output  # the demo search answered from the sample
+        # ... and the demo question was answered through /v1/chat/completions, with sources
+        assert "ask: how do honeybees" in output and "[1] honeybee-colonies.md" in output, output
         gateway = f"http://127.0.0.1:{env['RAGRAIL_GATEWAY_PORT']}"
 
         search = subprocess.run(
