@@ -594,3 +594,16 @@ def test_readme_lists_every_setting_with_its_default(name: str) -> None:
             f"services/{name}/README.md gives {var} the default '{rows[var]}'; "
             f"{cls.__name__} has {default!r}"
         )
+
+
+def test_compose_gateway_requires_api_keys_from_a_secret() -> None:
+    gateway = services()["gateway"]
+    env = gateway["environment"]
+    assert gateway["secrets"] == ["api_keys"]
+    assert env["RAGRAIL_GATEWAY_API_KEYS_FILE"] == "/run/secrets/api_keys"
+    assert compose()["secrets"]["api_keys"]["file"] == "./deploy/api_keys"
+    assert "deploy/api_keys" in (REPO / ".gitignore").read_text()  # keys stay out of git
+    assert int(env["RAGRAIL_GATEWAY_RATE_LIMIT_RPM"]) > 0
+    # chat needs the generator: the gateway waits for it like for the other services
+    assert env["RAGRAIL_GATEWAY_GENERATOR_URL"] == "generator:50055"
+    assert gateway["depends_on"]["generator"]["condition"] == "service_healthy"
