@@ -34,6 +34,9 @@ class PiiConfig(_Section):
         "IP_ADDRESS",
     ]
     score_threshold: float = Field(0.3, ge=0, le=1)
+    # ragrail's broader patterns next to Presidio's: cards of any issuer (Luhn-checked) and
+    # phone numbers in formats `phonenumbers` validates for no region.
+    extended_recognizers: bool = True
     input_action: Literal["mask", "block"] = "mask"
     output_action: Literal["mask", "block"] = "mask"
     # A chunk with sensitive data is redacted (masked) or dropped.

@@ -177,8 +177,9 @@ def load_railset(
     )
     general_vectors = classifier_vectors if same else VectorCache(embed_general)
     threshold = rails.injection.threshold
-    pii = PiiDetector(rails.pii.entities, rails.pii.score_threshold)
-    scorer, grounding_threshold = grounding_scorer(rails, settings, general_vectors)
+    pii = PiiDetector(rails.pii.entities, rails.pii.score_threshold, rails.pii.extended_recognizers)
+    # Uncached: context windows rarely repeat, and a cache would flatter the latency.
+    scorer, grounding_threshold = grounding_scorer(rails, settings, embed_general)
     return RailSet(
         config=rails,
         config_file=config_file,

@@ -9,6 +9,7 @@ it is given an extractor that reads only its bundled snapshot.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +35,9 @@ def offline_tldextract() -> None:
     tx.TLD_EXTRACTOR = tx.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
-def pattern_analyzer() -> Any:
+def pattern_analyzer(extended: bool = True) -> Any:
     """Presidio's AnalyzerEngine with every predefined English pattern recognizer and a blank
-    spaCy pipeline for tokens."""
+    spaCy pipeline for tokens; `extended` adds ragrail's broader card and phone patterns."""
     import spacy
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.nlp_engine import SpacyNlpEngine
@@ -55,7 +56,71 @@ def pattern_analyzer() -> Any:
     registry.load_predefined_recognizers(nlp_engine=engine, languages=["en"])
     # The spaCy NER recognizer finds nothing on a blank pipeline; drop it rather than run it.
     registry.recognizers = [r for r in registry.recognizers if r.name != "SpacyRecognizer"]
+    if extended:
+        for recognizer in extra_recognizers():
+            registry.add_recognizer(recognizer)
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
+
+
+# Presidio's card pattern knows the classic prefixes (4, 51-55, 34/37, 6011, ...) at 13 to 16
+# digits; cards it misses (19-digit Visa, 2-series Mastercard, 12-digit Maestro, 15-digit
+# JCB) are any 12 to 19 digits, grouped or not, that pass the Luhn check it applies anyway.
+ANY_CARD = r"\b(?:\d[ -]?){11,18}\d\b"
+# Presidio's phone recognizer validates with `phonenumbers` for a few regions; numbers
+# written in other countries' formats ("(37) 788-063", "699 956 915", "60-56-85-91") pass
+# no region. This pattern takes 7 to 15 digits in groups with separators, optionally a +
+# country code, parentheses and an extension; scored low (see LOOSE_PHONE_SCORE).
+PHONE_LIKE = (
+    r"(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,6}){1,4}"
+    r"(?:\s?(?:x|ext\.?)\s?\d{1,5})?(?![\w-])"
+)
+LOOSE_PHONE_SCORE = 0.35
+# Shapes PHONE_LIKE also matches that are something else: dates (also followed by a time),
+# US SSNs, IPv4 addresses.
+NOT_A_PHONE = re.compile(
+    r"^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})(?:\s|$)|"
+    r"^(?:\d{3}-\d{2}-\d{4}|\d{1,3}(?:\.\d{1,3}){3})$"
+)
+# Two short digit groups ("467 3395") are as often part of an address or a reference; they
+# count as a phone number only after one of these words (within SHORT_CONTEXT_CHARS).
+PHONE_WORDS = re.compile(r"phone|call|\btel|mobile|cell|fax|contact|number|reach|dial|answer")
+SHORT_CONTEXT_CHARS = 40
+
+
+def extra_recognizers() -> list[Any]:
+    from presidio_analyzer import Pattern, PatternRecognizer
+    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer
+
+    class LoosePhoneRecognizer(PatternRecognizer):
+        def validate_result(self, pattern_text: str) -> bool | None:
+            digits = sum(c.isdigit() for c in re.split(r"x|ext", pattern_text)[0])
+            if not 7 <= digits <= 15 or NOT_A_PHONE.match(pattern_text.strip()):
+                return False
+            return None  # keep the pattern's score
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None,
+                    regex_flags: int | None = None) -> list[Any]:  # fmt: skip
+            results = super().analyze(text, entities, nlp_artifacts, regex_flags)
+            kept = []
+            for r in results:
+                found = text[r.start : r.end]
+                short = len(re.findall(r"\d+", found)) <= 2 and sum(c.isdigit() for c in found) <= 8
+                before = text[max(0, r.start - SHORT_CONTEXT_CHARS) : r.start].lower()
+                if not short or PHONE_WORDS.search(before):
+                    kept.append(r)
+            return kept
+
+    return [
+        CreditCardRecognizer(
+            patterns=[Pattern("card, any issuer (Luhn-checked)", ANY_CARD, 0.3)],
+            name="AnyIssuerCreditCardRecognizer",
+        ),
+        LoosePhoneRecognizer(
+            supported_entity="PHONE_NUMBER",
+            name="LoosePhoneRecognizer",
+            patterns=[Pattern("phone-like digit groups", PHONE_LIKE, LOOSE_PHONE_SCORE)],
+        ),
+    ]
 
 
 @dataclass
@@ -69,10 +134,10 @@ class Finding:
 class PiiDetector:
     """Finds entities and masks them as <ENTITY_TYPE> with presidio-anonymizer."""
 
-    def __init__(self, entities: list[str], score_threshold: float) -> None:
+    def __init__(self, entities: list[str], score_threshold: float, extended: bool = True) -> None:
         from presidio_anonymizer import AnonymizerEngine
 
-        self.analyzer = pattern_analyzer()
+        self.analyzer = pattern_analyzer(extended)
         supported = set(self.analyzer.get_supported_entities("en"))
         unknown = sorted(set(entities) - supported)
         if unknown:
