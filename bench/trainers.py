@@ -1,0 +1,174 @@
+"""Generator trainers benchmark: does fine-tuning make the served model answer from its sources?
+
+    python -m trainers.generator.data --out data/grounding
+    python -m trainers.generator.sft --data data/grounding --name smollm2-grounded --version v1
+    python bench/trainers.py --data data/grounding --models smollm2-135m-instruct/base \\
+        smollm2-grounded/v1 --limit 40
+
+For each registry model (generator/<name>/<version>; a LoRA version serves as its base plus
+the adapter), in one run: the generator service is started with the torch engine on it
+(RAGRAIL_GENERATOR_REGISTRY_MODEL), and every held-out grounding prompt (system + user turn)
+is answered greedily over gRPC, all at once so the engine batches them. Scores:
+  * grounded rows: token-overlap F1 of the answer with the gold evidence sentence, and the
+    share of answers that cite [1];
+  * unanswerable rows (the source is a distractor): the share that decline;
+  * injection rows: the share that refuse (the refusal rate).
+Perplexity on the held-out set is the trainer's own (metrics.json of the version), shown
+beside. The table goes to stdout and, with --json, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc
+from rich.console import Console
+from rich.table import Table
+
+from bench.generator import Service
+from shared import registry
+from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+from trainers.generator.data import is_refusal, read_jsonl, token_f1
+
+console = Console(width=max(Console().width, 140))
+
+
+def pick(rows: list[dict], limit: int) -> list[dict]:
+    """Up to `limit` rows, the kinds interleaved so a small limit still holds each kind."""
+    by_kind: dict[str, list[dict]] = {}
+    for row in rows:
+        by_kind.setdefault(row["kind"], []).append(row)
+    picked: list[dict] = []
+    while len(picked) < limit and any(by_kind.values()):
+        for kind in sorted(by_kind):
+            if by_kind[kind] and len(picked) < limit:
+                picked.append(by_kind[kind].pop(0))
+    return picked
+
+
+async def answer_all(target: str, rows: list[dict], max_tokens: int) -> list[str]:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = generator_pb2_grpc.GeneratorStub(channel)
+
+        async def one(row: dict) -> str:
+            messages = [
+                common_pb2.ChatMessage(role=m["role"], content=m["content"])
+                for m in row["messages"][:-1]
+            ]
+            sampling = generator_pb2.SamplingParams(temperature=0.0, max_tokens=max_tokens)
+            reply = await stub.Generate(
+                generator_pb2.GenerateRequest(messages=messages, sampling=sampling), timeout=1800
+            )
+            return str(reply.text)
+
+        return list(await asyncio.gather(*(one(r) for r in rows)))
+
+
+def score(rows: list[dict], answers: list[str]) -> dict[str, float | int]:
+    grounded = [(r, a) for r, a in zip(rows, answers, strict=True) if r["kind"] == "grounded"]
+    unanswerable = [a for r, a in zip(rows, answers, strict=True) if r["kind"] == "unanswerable"]
+    injection = [a for r, a in zip(rows, answers, strict=True) if r["kind"] == "injection"]
+
+    def share(values: list[bool]) -> float:
+        return round(sum(values) / len(values), 3) if values else float("nan")
+
+    return {
+        "grounded": len(grounded),
+        "evidence_f1": round(
+            sum(token_f1(a, r["evidence"]) for r, a in grounded) / max(len(grounded), 1), 3
+        ),
+        "cites": share(["[1]" in a for _, a in grounded]),
+        "unanswerable": len(unanswerable),
+        "declines": share([is_refusal(a) for a in unanswerable]),
+        "injections": len(injection),
+        "refuses": share([is_refusal(a) for a in injection]),
+    }
+
+
+def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -> dict:
+    entry = registry.resolve("generator", *ref.split("/", 1), root=args.models_dir)
+    env = {
+        "RAGRAIL_GENERATOR_ENGINE": "torch",
+        "RAGRAIL_GENERATOR_REGISTRY_MODEL": ref,
+        "RAGRAIL_GENERATOR_MODELS_DIR": str(Path(args.models_dir or "models").resolve()),
+        "RAGRAIL_GENERATOR_THREADS": str(args.threads),
+        "RAGRAIL_GENERATOR_MAX_BATCH_SIZE": str(args.batch),
+        "RAGRAIL_GENERATOR_QUEUE_SIZE": str(len(rows)),
+        "RAGRAIL_GENERATOR_CONTEXT_LENGTH": "2048",
+    }
+    service = Service(env, logs / f"{ref.replace('/', '_')}.log")
+    try:
+        asyncio.run(service.wait())
+        started = time.perf_counter()
+        answers = asyncio.run(answer_all(service.target, rows, args.max_tokens))
+        seconds = time.perf_counter() - started
+    finally:
+        service.stop()
+    metrics = (
+        json.loads((entry.path / "metrics.json").read_text())
+        if (entry.path / "metrics.json").is_file()
+        else {}
+    )
+    heldout = metrics.get("heldout", {})
+    result = {"model": entry.ref, "seconds": round(seconds, 1), **score(rows, answers)}
+    result["ppl_before"] = heldout.get("before", {}).get("perplexity")
+    result["ppl_after"] = heldout.get("after", {}).get("perplexity")
+    result["samples"] = [
+        {"id": r["id"], "answer": a} for r, a in list(zip(rows, answers, strict=True))[:6]
+    ]
+    return result
+
+
+def table(results: list[dict]) -> Table:
+    t = Table(title="held-out grounding, greedy, through the generator's torch engine")
+    for column in ("model", "evidence F1", "cites [1]", "declines (no answer in source)",
+                   "refuses injections", "held-out ppl (base → this)", "seconds"):  # fmt: skip
+        t.add_column(column)
+    for r in results:
+        ppl = f"{r['ppl_before']} → {r['ppl_after']}" if r["ppl_after"] else "—"
+        t.add_row(
+            r["model"],
+            f"{r['evidence_f1']:.3f} (n={r['grounded']})",
+            f"{r['cites']:.2f}",
+            f"{r['declines']:.2f} (n={r['unanswerable']})",
+            f"{r['refuses']:.2f} (n={r['injections']})",
+            ppl,
+            str(r["seconds"]),
+        )
+    return t
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=Path("data/grounding"))
+    p.add_argument("--models", nargs="+", default=["smollm2-135m-instruct/base"])
+    p.add_argument("--models-dir", default=None)
+    p.add_argument("--limit", type=int, default=40, help="held-out rows answered")
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    rows = pick(read_jsonl(args.data / "heldout.jsonl"), args.limit)
+    with tempfile.TemporaryDirectory() as logs:
+        results = [evaluate(ref, rows, args, Path(logs)) for ref in args.models]
+    console.print(table(results))
+    for r in results:
+        console.print(f"[bold]{r['model']}[/bold] samples:")
+        for s in r["samples"]:
+            console.print(f"  {s['id']}: {s['answer'][:160]!r}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
