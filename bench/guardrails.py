@@ -97,8 +97,14 @@ def config_dir(
     return target
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def service(env: dict[str, str], log: Path) -> Iterator[str]:
+def service(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
     """`python -m services.guardrails` with `env`, until its health check says SERVING."""
     port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
@@ -135,19 +141,29 @@ def service(env: dict[str, str], log: Path) -> Iterator[str]:
                     f"the guardrails service did not start:\n{log.read_text()[-3000:]}"
                 )
             time.sleep(0.3)
-        yield target
+        yield target, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
 
 
 class Client:
-    """Sequential calls over one channel, each timed end to end (gRPC included)."""
+    """Sequential calls over one channel, each timed end to end (gRPC included). With the
+    service's pid it also records the service's CPU time per call: wall time on a machine
+    shared with other work measures the others too, CPU time much less so."""
 
-    def __init__(self, target: str) -> None:
-        self.target = target
+    def __init__(self, target: str | tuple[str, int]) -> None:
+        self.target, self.pid = target if isinstance(target, tuple) else (target, 0)
+        self.cpu_ms: list[float] = []
 
     def run(self, calls: list[tuple[str, object]], desc: str) -> tuple[list[object], list[float]]:
+        before = cpu_seconds(self.pid) if self.pid else 0.0
+        replies, ms = self._run(calls, desc)
+        if self.pid:
+            self.cpu_ms.append((cpu_seconds(self.pid) - before) * 1000 / max(len(calls), 1))
+        return replies, ms
+
+    def _run(self, calls: list[tuple[str, object]], desc: str) -> tuple[list[object], list[float]]:
         async def go() -> tuple[list[object], list[float]]:
             replies, ms = [], []
             async with grpc.aio.insecure_channel(self.target) as channel:
@@ -361,10 +377,11 @@ def main() -> int:
                     retrieval_requests(texts, args.requests), f"{engine}: retrieval"
                 )
                 _, ms_out = client.run(output_requests(texts, args.requests), f"{engine}: output")
+                cpu = client.cpu_ms[-3:]
                 latency[engine] = {
-                    "CheckInput (input rails)": percentiles(ms_in),
-                    "CheckRetrieval (5 chunks)": percentiles(ms_ret),
-                    "CheckOutput (groundedness on 5 chunks)": percentiles(ms_out),
+                    "CheckInput (input rails)": (*percentiles(ms_in), cpu[0]),
+                    "CheckRetrieval (5 chunks)": (*percentiles(ms_ret), cpu[1]),
+                    "CheckOutput (groundedness on 5 chunks)": (*percentiles(ms_out), cpu[2]),
                 }
         only = config_dir(root, "classifier", ["ragrail injection"])
         env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(only)}
@@ -381,21 +398,19 @@ def main() -> int:
         env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(baseline)}
         with service(env, root / "baseline.log") as target:
             client = Client(target)
-            replies, ms_base = client.run(
-                [input_request(r["text"]) for r in injections], "baseline"
-            )
+            calls = [input_request(r["text"]) for r in injections]
+            replies, ms_base = client.run(calls, "baseline")
             results["keyword/regex rails (baseline)"] = detection(replies, labels)
-            latency.setdefault("baseline", {})["CheckInput (keyword/regex only)"] = percentiles(
-                ms_base
-            )
+            name = "CheckInput (keyword/regex only)"
+            latency["baseline"] = {name: (*percentiles(ms_base), client.cpu_ms[-1])}
         pii_only = config_dir(root, "pii", ["ragrail mask pii on input"])
         env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(pii_only)}
         with service(env, root / "pii.log") as target:
-            replies, ms_pii = Client(target).run(
-                [input_request(r["full_text"]) for r in pii_rows], "PII"
-            )
+            client = Client(target)
+            replies, ms_pii = client.run([input_request(r["full_text"]) for r in pii_rows], "PII")
             pii = pii_scores(pii_rows, replies)
-            latency.setdefault("pii", {})["CheckInput (PII rail only)"] = percentiles(ms_pii)
+            name = "CheckInput (PII rail only)"
+            latency["pii"] = {name: (*percentiles(ms_pii), client.cpu_ms[-1])}
 
     table = Table(title=f"Prompt injection, deepset test split ({len(labels)} rows, "
                         f"{sum(labels)} injections), verdict BLOCK = flagged")  # fmt: skip
@@ -423,12 +438,14 @@ def main() -> int:
         )  # fmt: skip
     console.print(table)
 
-    table = Table(title="Latency through gRPC, sequential calls (ms)")
-    for col in ("engine", "check", "p50", "p95"):
-        table.add_column(col, justify="right" if col in ("p50", "p95") else "left")
+    load = os.getloadavg()[0]
+    table = Table(title=f"Latency through gRPC, sequential calls (ms; load average {load:.1f} "
+                        f"on {os.cpu_count()} CPUs at the end)")  # fmt: skip
+    for col in ("engine", "check", "p50", "p95", "service CPU ms/call"):
+        table.add_column(col, justify="left" if col in ("engine", "check") else "right")
     for engine, checks in latency.items():
-        for check, (p50, p95) in checks.items():
-            table.add_row(engine, check, f"{p50:.1f}", f"{p95:.1f}")
+        for check, (p50, p95, cpu) in checks.items():
+            table.add_row(engine, check, f"{p50:.1f}", f"{p95:.1f}", f"{cpu:.1f}")
     console.print(table)
 
     benign = {

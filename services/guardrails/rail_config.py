@@ -81,6 +81,8 @@ class GroundingConfig(_Section):
     min_supported: float = Field(1.0, ge=0, le=1)
     action: Literal["block", "annotate"] = "block"
     window_chars: int = Field(500, ge=50)
+    # Context sentences scored per answer sentence: those sharing the most content words.
+    candidates: int = Field(4, ge=1, le=50)
 
 
 class RagrailRails(BaseModel):

@@ -210,6 +210,7 @@ def load_railset(
             rails.grounding.min_supported,
             rails.grounding.action,
             rails.grounding.window_chars,
+            rails.grounding.candidates,
         ),
         embedding_model=getattr(scorer, "model_name", "embedding"),
         classifier_vectors=classifier_vectors,

@@ -1,13 +1,16 @@
 """Groundedness: is each sentence of an answer supported by the retrieved context?
 
-Each answer sentence is scored against every context window (a chunk cut into pieces that fit
-the scorer's token window) and keeps its best score. Two scorers:
+The context is cut into sentences (long ones into windows of about `window_chars`). For each
+answer sentence (a claim), the `candidates` context sentences sharing the most content words
+with it are scored, and the claim keeps its best score; scoring only those keeps the check
+to a few short texts instead of every passage in full (measured: 5 chunks took 0.8 s with
+whole windows on the loaded 2-core CPU). Two scorers:
 
-* `cross-encoder`: a reranker trained by `python -m trainers.reranker` scores (sentence,
-  window) pairs, 0 to 1 (sigmoid);
+* `cross-encoder`: a reranker trained by `python -m trainers.reranker` scores (claim,
+  sentence) pairs, 0 to 1 (sigmoid);
 * `embedding`: cosine similarity of sentence embeddings (the service's embedding model).
 
-A sentence scoring below the threshold is unsupported. When the share of supported sentences
+A claim scoring below the threshold is unsupported. When the share of supported claims
 falls below `min_supported`, the rail blocks the answer or, with action `annotate`, lets it
 through with each unsupported sentence marked.
 """
@@ -22,13 +25,105 @@ from typing import Any
 import numpy as np
 
 from services.guardrails.rails import Outcome
-from services.guardrails.rails.injection import windows
 
 # A sentence ends at . ! or ? followed by whitespace (so "example.com" or "3.5" do not end
 # one), at a line break, or at the end.
 SENTENCE = re.compile(r"[^\n]+?(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 # Sentences this short carry no claim ("Yes.", "In short:") and are not scored.
 MIN_CLAIM_CHARS = 12
+WORD = re.compile(r"[a-z0-9]+")
+# Words too common to tell which context sentence a claim rests on.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "more",
+        "most",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "under",
+        "up",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1}
+
+
+def candidates(claims: list[str], sentences_: list[str], k: int) -> list[list[int]]:
+    """For each claim, the indexes of the k context sentences sharing the most content words
+    with it (earlier first on ties)."""
+    words = [content_words(s) for s in sentences_]
+    picked = []
+    for claim in claims:
+        mine = content_words(claim)
+        order = sorted(range(len(sentences_)), key=lambda i: (-len(mine & words[i]), i))
+        picked.append(order[:k])
+    return picked
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
@@ -43,17 +138,42 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def cut(text: str, max_chars: int) -> list[str]:
+    """`text` in pieces of at most about max_chars, at spaces (a run-on "sentence" such as a
+    table row would otherwise be truncated by the encoder)."""
+    if len(text) <= max_chars:
+        return [text]
+    pieces, current = [], ""
+    for word in text.split():
+        if current and len(current) + 1 + len(word) > max_chars:
+            pieces.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    return [*pieces, current] if current else pieces
+
+
+def split_sentences(text: str) -> list[str]:
+    found = [text[s:e] for s, e in sentences(text)]
+    return found or [text]
+
+
 class EmbeddingScorer:
     name = "embedding"
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray]) -> None:
         self.embed = embed
 
-    def support(self, claims: list[str], context: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.embed(claims + context), dtype=np.float32)
+    def support(self, claims: list[str], context: list[str], pick: list[list[int]]) -> np.ndarray:
+        used = sorted({i for row in pick for i in row})
+        vectors = np.asarray(self.embed(claims + [context[i] for i in used]), dtype=np.float32)
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         c, w = vectors[: len(claims)], vectors[len(claims) :]
-        return (c @ w.T).max(axis=1)
+        where = {i: n for n, i in enumerate(used)}
+        return np.array(
+            [max(float(c[j] @ w[where[i]]) for i in row) for j, row in enumerate(pick)],
+            dtype=np.float32,
+        )
 
 
 class CrossEncoderScorer:
@@ -63,10 +183,14 @@ class CrossEncoderScorer:
         self.model = model  # services/reranker's OnnxCrossEncoder: predict(pairs) -> scores
         self.model_name = model_name
 
-    def support(self, claims: list[str], context: list[str]) -> np.ndarray:
-        pairs = [(c, w) for c in claims for w in context]
+    def support(self, claims: list[str], context: list[str], pick: list[list[int]]) -> np.ndarray:
+        pairs = [(claims[j], context[i]) for j, row in enumerate(pick) for i in row]
         scores = np.asarray(self.model.predict(pairs), dtype=np.float32)
-        return scores.reshape(len(claims), len(context)).max(axis=1)
+        out, start = [], 0
+        for row in pick:
+            out.append(float(scores[start : start + len(row)].max()))
+            start += len(row)
+        return np.array(out, dtype=np.float32)
 
 
 @dataclass
@@ -77,6 +201,7 @@ class GroundingRail:
     # "block" refuses an unsupported answer; "annotate" marks its unsupported sentences.
     action: str = "block"
     window_chars: int = 500
+    candidates: int = 4
     marker: str = " [not supported by the sources]"
 
     def check(self, answer: str, context: list[str]) -> Outcome:
@@ -90,9 +215,14 @@ class GroundingRail:
                 None if self.action == "block" else answer + self.marker,
                 details={"sentences": len(spans), "supported": 0},
             )
-        pieces = [w for chunk in context for w in windows(chunk, self.window_chars)]
+        pieces = [
+            piece
+            for chunk in context
+            for sentence in split_sentences(chunk)
+            for piece in cut(sentence, self.window_chars)
+        ]
         claims = [answer[s:e] for s, e in spans]
-        support = self.scorer.support(claims, pieces)
+        support = self.scorer.support(claims, pieces, candidates(claims, pieces, self.candidates))
         unsupported = [i for i, score in enumerate(support) if score < self.threshold]
         share = 1 - len(unsupported) / len(spans)
         details = {
