@@ -304,5 +304,50 @@ def status(gateway: GatewayOpt = DEFAULT_URL) -> None:
         raise typer.Exit(1)
 
 
+# -- train / export: the trainers/ commands, their flags passed through unchanged -----------
+
+# command -> module whose main(argv) runs it; imported only when called (torch is heavy).
+TRAINERS = {
+    "embedder": "trainers.embedder.train",
+    "reranker": "trainers.reranker.train",
+    "guardrails": "trainers.guardrails.train",
+    "generator-base": "trainers.generator.base",
+    "generator-data": "trainers.generator.data",
+    "generator-sft": "trainers.generator.sft",
+}
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+train_app = typer.Typer(
+    help="Fine-tune a model into models/<role>/<name>/<version>/ (trainers/). Flags go to the "
+    "trainer: `ragrail train generator-sft --help`.",
+    no_args_is_help=True,
+)
+app.add_typer(train_app, name="train")
+
+
+def _run_main(module: str, argv: list[str]) -> None:
+    import importlib
+
+    code = importlib.import_module(module).main(argv)
+    if code:
+        raise typer.Exit(code)
+
+
+def _trainer_command(name: str, module: str) -> None:
+    @train_app.command(name, context_settings=PASS_THROUGH, help=f"python -m {module}")
+    def command(ctx: typer.Context) -> None:
+        _run_main(module, list(ctx.args))
+
+
+for _name, _module in TRAINERS.items():
+    _trainer_command(_name, _module)
+
+
+@app.command("export", context_settings=PASS_THROUGH)
+def export(ctx: typer.Context) -> None:
+    """Export a registry generator: merge (LoRA into HF), gguf (F16/Q8_0/Q4_K_M), modelopt
+    (FP8/INT4-AWQ, GPU). Flags go to trainers.generator.export: `ragrail export --help`."""
+    _run_main("trainers.generator.export", list(ctx.args))
+
+
 if __name__ == "__main__":
     app()

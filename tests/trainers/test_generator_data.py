@@ -119,3 +119,18 @@ def test_registry_resolves_versions_and_the_generator_loads_them(tmp_path: Path)
         settings("llamacpp", "m/base")
     with pytest.raises(ValueError, match="registry_model and model"):
         GeneratorSettings(engine="torch", registry_model="m", model="/x")
+
+
+def test_ragrail_train_and_export_commands(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ragrail.cli import app
+
+    runner = CliRunner()
+    args = ["--scifact", str(TINY_BEIR), "--injections", str(FIXTURES / "injections")]
+    result = runner.invoke(app, ["train", "generator-data", *args, "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "d" / "train.jsonl").is_file()
+    result = runner.invoke(app, ["export", "--models-dir", str(tmp_path), "gguf", "none/v1"])
+    assert result.exit_code != 0
+    assert "no model generator/none" in str(result.exception)
