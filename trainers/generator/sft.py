@@ -223,7 +223,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     accelerator = Accelerator(gradient_accumulation_steps=args.grad_accum)
     device = accelerator.device
-    steps_per_epoch = math.ceil(math.ceil(len(rows) / args.batch_size) / args.grad_accum)
+    # Under accelerate launch / torchrun each process takes every num_processes-th batch.
+    shards = accelerator.num_processes
+    steps_per_epoch = math.ceil(math.ceil(len(rows) / args.batch_size / shards) / args.grad_accum)
     total_steps = steps_per_epoch * args.epochs
     if args.max_steps:
         total_steps = min(total_steps, args.max_steps)
@@ -253,6 +255,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         print(f"no checkpoint in {out / CHECKPOINT}; starting from the beginning", flush=True)
 
     def save_checkpoint() -> None:
+        if not accelerator.is_main_process:
+            return
         folder = out / CHECKPOINT
         folder.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -271,6 +275,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     done = state["step"] >= total_steps
     while not done and state["epoch"] < args.epochs:
         epoch_batches = batches(rows, args.batch_size, state["epoch"], args.seed)
+        epoch_batches = epoch_batches[accelerator.process_index :: shards]
         for index in range(state["batch"], len(epoch_batches)):
             started = time.perf_counter()
             batch = {n: t.to(device) for n, t in collate(epoch_batches[index], pad_id).items()}
@@ -432,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     if result.get("interrupted"):
         print(f"stopped after step {result['step']}; --resume goes on from {args.out}")
         return 0
-    save(result, args)
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer under torchrun / accelerate launch
+        save(result, args)
     print(_json(result["metrics"]), end="")
     print(f"saved to {args.out}")
     return 0
