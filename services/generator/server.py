@@ -7,8 +7,10 @@ split); the engine chosen by RAGRAIL_GENERATOR_ENGINE does the model work.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -18,10 +20,12 @@ from services.generator import metrics
 from services.generator.backends import load_engine
 from services.generator.backends.base import (
     Engine,
+    EngineInfo,
     FinishReason,
     GenerationRequest,
     Message,
 )
+from services.generator.reload import install_reload
 from services.generator.settings import GeneratorSettings
 from services.generator.stops import StopMatcher
 from services.generator.validation import fit_max_tokens, messages_of, sampling_of
@@ -30,6 +34,7 @@ from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grp
 from shared.server import BlockingRunner, Built, ServiceSpec, request_id
 from shared.version import VERSION
 
+log = logging.getLogger(__name__)
 MAX_COUNT_TEXTS = 4096
 _FINISH = {
     FinishReason.STOP: generator_pb2.FINISH_REASON_STOP,
@@ -105,19 +110,52 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
         # engine's own thread (or server).
         self._runner = BlockingRunner(settings.workers, "generator")
         self.totals = Totals()
+        # Requests running per engine (by id): a switched-out engine closes when its are done.
+        self._inflight: collections.Counter[int] = collections.Counter()
 
-    def _prepare(self, messages: list[Message]) -> tuple[str, list[int]]:
-        prompt = self.engine.render_chat(messages)
-        return prompt, self.engine.tokenize(prompt, chat=True)
+    def _prepare(
+        self, messages: list[Message], engine: Engine | None = None
+    ) -> tuple[str, list[int]]:
+        engine = engine or self.engine
+        prompt = engine.render_chat(messages)
+        return prompt, engine.tokenize(prompt, chat=True)
+
+    async def switch(self, engine: Engine) -> Engine:
+        """Serve new requests with `engine` from now on; the old engine finishes the requests
+        it is running, is closed, and is returned. No request fails or changes model midway:
+        each request holds the engine it started on."""
+        old = self.engine
+        self.engine, self.info = engine, engine.info()
+        while self._inflight[id(old)]:
+            await asyncio.sleep(0.05)
+        del self._inflight[id(old)]
+        await old.close()
+        return old
 
     async def _stream(
         self, request: generator_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generator_pb2.GenerateChunk]:
         timer = Timer(time.perf_counter())
+        model, info = self.engine, self.info  # this request's engine, even across a switch
+        self._inflight[id(model)] += 1
+        try:
+            async for chunk in self._answer(request, context, timer, model, info):
+                yield chunk
+        finally:
+            self._inflight[id(model)] -= 1
+
+    async def _answer(
+        self,
+        request: generator_pb2.GenerateRequest,
+        context: grpc.aio.ServicerContext,
+        timer: Timer,
+        model: Engine,
+        info: EngineInfo,
+    ) -> AsyncIterator[generator_pb2.GenerateChunk]:
         messages = messages_of(request.messages, self.settings, field="messages")
         sampling = sampling_of(request.sampling, self.settings)
-        prompt, ids = await self._runner(self._prepare, messages)
-        max_tokens = fit_max_tokens(sampling, len(ids), self.info.context_length, self.settings)
+        prompt, ids = await self._runner(self._prepare, messages, model)
+        max_tokens = fit_max_tokens(sampling, len(ids), info.context_length, self.settings)
         sampling = dataclasses.replace(sampling, max_tokens=max_tokens)
         remaining = context.time_remaining()
         job = GenerationRequest(
@@ -130,9 +168,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
         matcher = StopMatcher(sampling.stop)
         finish: FinishReason | None = None
         tail = ""
-        engine = self.info.engine
+        engine = info.engine
         try:
-            async with contextlib.aclosing(self.engine.generate(job)) as chunks:
+            async with contextlib.aclosing(model.generate(job)) as chunks:
                 async for chunk in chunks:
                     timer.saw(chunk.tokens)
                     text, stopped = matcher.feed(chunk.text)
@@ -250,6 +288,7 @@ async def build(settings: GeneratorSettings) -> Built:
     engine = await asyncio.to_thread(load_engine, settings)
     await engine.start()
     servicer = GeneratorServicer(engine, settings)
+    install_reload(servicer, settings)
     info = servicer.info
     return Built(
         specs=[
