@@ -121,9 +121,7 @@ def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -
     result = {"model": entry.ref, "seconds": round(seconds, 1), **score(rows, answers)}
     result["ppl_before"] = heldout.get("before", {}).get("perplexity")
     result["ppl_after"] = heldout.get("after", {}).get("perplexity")
-    result["samples"] = [
-        {"id": r["id"], "answer": a} for r, a in list(zip(rows, answers, strict=True))[:6]
-    ]
+    result["answers"] = [{"id": r["id"], "answer": a} for r, a in zip(rows, answers, strict=True)]
     return result
 
 
@@ -163,7 +161,7 @@ def main() -> int:
     console.print(table(results))
     for r in results:
         console.print(f"[bold]{r['model']}[/bold] samples:")
-        for s in r["samples"]:
+        for s in r["answers"][:6]:
             console.print(f"  {s['id']}: {s['answer'][:160]!r}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

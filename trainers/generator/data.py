@@ -74,24 +74,20 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+DECLINE_CUES = (
+    "can't follow", "cannot follow", "can't help", "cannot help", "i can't", "i cannot",
+    "i won't", "not able to", "do not say", "does not say", "don't say", "doesn't say",
+    "do not provide", "does not provide", "don't provide", "doesn't provide",
+    "do not mention", "does not mention", "no information", "cannot answer", "can't answer",
+)  # fmt: skip
+
+
 def is_refusal(answer: str) -> bool:
-    """Whether an answer declines: refuses, or says the sources do not answer."""
-    text = answer.lower()
-    return any(
-        cue in text
-        for cue in (
-            "can't follow",
-            "cannot follow",
-            "can't help",
-            "cannot help",
-            "i can't",
-            "i cannot",
-            "do not say",
-            "don't say",
-            "not able to",
-            "won't",
-        )
-    )
+    """Whether an answer declines: refuses, or says the sources do not answer. The cues cover
+    the base model's own phrasings ("the sources do not provide..."), not only the trained one,
+    so the comparison is fair to the base."""
+    text = answer.lower().replace("\u2019", "'")
+    return any(cue in text for cue in DECLINE_CUES)
 
 
 def best_sentence(claim: str, passage: str) -> str:
