@@ -80,7 +80,7 @@ class GroundingConfig(_Section):
     cross_encoder_threshold: float = Field(0.5, ge=0, le=1)
     min_supported: float = Field(1.0, ge=0, le=1)
     action: Literal["block", "annotate"] = "block"
-    window_chars: int = Field(500, ge=50)
+    window_chars: int = Field(300, ge=50)
     # Context sentences scored per answer sentence: those sharing the most content words.
     candidates: int = Field(4, ge=1, le=50)
 

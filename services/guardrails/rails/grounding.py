@@ -200,9 +200,24 @@ class GroundingRail:
     min_supported: float = 1.0
     # "block" refuses an unsupported answer; "annotate" marks its unsupported sentences.
     action: str = "block"
-    window_chars: int = 500
+    window_chars: int = 300
     candidates: int = 4
     marker: str = " [not supported by the sources]"
+
+    def support(self, claims: list[str], pieces: list[str]) -> np.ndarray:
+        """Each claim's best score. The lexically closest sentence is scored first; only the
+        claims it does not support are scored against their other candidates, so a grounded
+        answer costs one short text per sentence."""
+        pick = candidates(claims, pieces, self.candidates)
+        best = self.scorer.support(claims, pieces, [row[:1] for row in pick])
+        rest = [j for j, row in enumerate(pick) if best[j] < self.threshold and len(row) > 1]
+        if rest:
+            more = self.scorer.support(
+                [claims[j] for j in rest], pieces, [pick[j][1:] for j in rest]
+            )
+            for j, score in zip(rest, more, strict=True):
+                best[j] = max(best[j], score)
+        return best
 
     def check(self, answer: str, context: list[str]) -> Outcome:
         spans = sentences(answer)
@@ -222,7 +237,7 @@ class GroundingRail:
             for piece in cut(sentence, self.window_chars)
         ]
         claims = [answer[s:e] for s, e in spans]
-        support = self.scorer.support(claims, pieces, candidates(claims, pieces, self.candidates))
+        support = self.support(claims, pieces)
         unsupported = [i for i, score in enumerate(support) if score < self.threshold]
         share = 1 - len(unsupported) / len(spans)
         details = {
