@@ -207,6 +207,7 @@ _BAD_CHUNKS_EVERYWHERE = [
     (make_chunk("x", 0, metadata={"bad": {1, 2}}), "metadata is not plain JSON"),
     (make_chunk("x", 0, metadata={"nan": math.nan}), "metadata is not plain JSON"),
     (ChunkRecord("x:0", "x", "t", unit(1, 0, 0, 0), {}, "x", -1), "chunk_index"),
+    (make_chunk("x", 0, chunk_id="bad\ud800"), "not valid Unicode"),
 ]
 _BAD_CHUNKS_OF = {
     # Milvus stores VARCHARs of limited byte length.
@@ -217,7 +218,6 @@ _BAD_CHUNKS_OF = {
     # FAISS normalises vectors itself and keeps text in SQLite.
     "faiss": [
         (make_chunk("x", 0, vector=[0.0, 0.0, 0.0, 0.0]), "all zeros"),
-        (make_chunk("x", 0, chunk_id="bad\ud800"), "not valid Unicode"),
     ],
 }
 

@@ -836,7 +836,10 @@ def _check_bytes(where: str, field: str, value: str, limit: int, required: bool 
         raise InvalidArgument(f"{where}: {field} must be a string")
     if required and not value:
         raise InvalidArgument(f"{where}: {field} is empty")
-    size = len(value.encode("utf-8"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # lone surrogates: Milvus would fail on them later
+        raise InvalidArgument(f"{where}: {field} is not valid Unicode text") from exc
     if size > limit:
         raise InvalidArgument(
             f"{where}: {field} is {size} bytes in UTF-8, more than the {limit} Milvus stores; "
