@@ -125,6 +125,68 @@ def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -
     return result
 
 
+def gguf_figures(ref: str, rows: list[dict], args: argparse.Namespace) -> dict:
+    """File size, greedy decode tokens/s and held-out perplexity (assistant tokens, the
+    trainer's label mask) of one GGUF version, in llama.cpp in this process."""
+    import llama_cpp
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from trainers.generator.tokens import IGNORE, encode_chat
+
+    entry = registry.resolve("generator", *ref.split("/", 1), root=args.models_dir)
+    file = entry.path / str(entry.manifest["file"])
+    hf = registry.resolve_ref(entry.base, args.models_dir).path
+    tokenizer = AutoTokenizer.from_pretrained(str(hf))
+    llm = llama_cpp.Llama(str(file), n_ctx=1024, n_threads=args.threads, logits_all=True,
+                          verbose=False)  # fmt: skip
+    nll, count = 0.0, 0
+    for row in rows:
+        ids, labels = encode_chat(tokenizer, row["messages"], 1000)
+        llm.reset()
+        llm.eval(ids)
+        logits = np.asarray(llm.scores[: len(ids)], dtype=np.float64)
+        for pos in range(len(ids) - 1):
+            if labels[pos + 1] != IGNORE:
+                row_logits = logits[pos]
+                top = row_logits.max()
+                lse = top + np.log(np.exp(row_logits - top).sum())
+                nll += lse - row_logits[labels[pos + 1]]
+                count += 1
+    prompt = tokenizer.apply_chat_template(
+        rows[0]["messages"][:-1], tokenize=False, add_generation_prompt=True
+    )
+    rates = []
+    for _ in range(3):
+        llm.reset()
+        started = time.perf_counter()
+        out = llm.create_completion(prompt, max_tokens=64, temperature=0.0)
+        rates.append(out["usage"]["completion_tokens"] / (time.perf_counter() - started))
+    return {
+        "model": entry.ref,
+        "bytes": file.stat().st_size,
+        "tokens_per_s": round(sorted(rates)[1], 1),
+        "perplexity": round(float(np.exp(nll / max(count, 1))), 4),
+        "tokens": count,
+    }
+
+
+def gguf_table(results: list[dict]) -> Table:
+    t = Table(
+        title="GGUF in llama.cpp: size, greedy decode speed (prompt + 64 tokens), held-out ppl"
+    )
+    for column in ("model", "MB", "tokens/s", "vs first", "perplexity", "vs first"):
+        t.add_column(column)
+    first = results[0]
+    for r in results:
+        t.add_row(
+            r["model"], f"{r['bytes'] / 1e6:.1f}", str(r["tokens_per_s"]),
+            f"{r['tokens_per_s'] / first['tokens_per_s']:.2f}x", str(r["perplexity"]),
+            f"{r['perplexity'] / first['perplexity'] - 1:+.1%}",
+        )  # fmt: skip
+    return t
+
+
 def table(results: list[dict]) -> Table:
     t = Table(title="held-out grounding, greedy, through the generator's torch engine")
     for column in ("model", "evidence F1", "cites [1]", "declines (no answer in source)",
@@ -147,19 +209,29 @@ def table(results: list[dict]) -> Table:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=Path("data/grounding"))
-    p.add_argument("--models", nargs="+", default=["smollm2-135m-instruct/base"])
+    p.add_argument("--models", nargs="*", default=["smollm2-135m-instruct/base"])
     p.add_argument("--models-dir", default=None)
     p.add_argument("--limit", type=int, default=40, help="held-out rows answered")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--gguf", nargs="*", default=[], help="GGUF versions to compare (F16 first)")
+    p.add_argument("--gguf-rows", type=int, default=20, help="held-out rows for GGUF perplexity")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
-    rows = pick(read_jsonl(args.data / "heldout.jsonl"), args.limit)
+    heldout = read_jsonl(args.data / "heldout.jsonl")
+    rows = pick(heldout, args.limit)
     with tempfile.TemporaryDirectory() as logs:
         results = [evaluate(ref, rows, args, Path(logs)) for ref in args.models]
-    console.print(table(results))
+    gguf = [gguf_figures(ref, heldout[: args.gguf_rows], args) for ref in args.gguf]
+    if results:
+        console.print(table(results))
+    if gguf:
+        console.print(gguf_table(gguf))
+        results.append({"gguf": gguf})
     for r in results:
+        if "answers" not in r:
+            continue
         console.print(f"[bold]{r['model']}[/bold] samples:")
         for s in r["answers"][:6]:
             console.print(f"  {s['id']}: {s['answer'][:160]!r}")
