@@ -239,10 +239,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     out: Path = args.out
     state: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0, "losses": [], "tokens": 0}
     state["seconds"] = 0.0
-    before = (
-        {} if args.skip_before else evaluate(model, eval_data, pad_id, args.eval_batch_size, device)
-    )
-    if args.resume and (out / CHECKPOINT / "state.pt").is_file():
+    resuming = args.resume and (out / CHECKPOINT / "state.pt").is_file()
+    # A resumed run has the base's held-out figures in its checkpoint already.
+    skip = args.skip_before or resuming
+    before = {} if skip else evaluate(model, eval_data, pad_id, args.eval_batch_size, device)
+    if resuming:
         saved = torch.load(out / CHECKPOINT / "state.pt", weights_only=False)
         accelerator.unwrap_model(model).load_state_dict(saved["weights"], strict=False)
         optimizer.load_state_dict(saved["optimizer"])
