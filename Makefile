@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install pytriton-env up test lint bench bench-generator bench-rag proto clean
+.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-guardrails proto clean
 
 install: $(STAMP)
 
@@ -50,6 +50,9 @@ bench: install
 
 bench-generator: install
 	HF_HUB_OFFLINE=1 $(PY) bench/generator.py
+
+bench-guardrails: install
+	HF_HUB_OFFLINE=1 $(PY) bench/guardrails.py
 
 bench-rag: install
 	HF_HUB_OFFLINE=1 $(PY) bench/rag.py
