@@ -130,6 +130,7 @@ SERVICES = [
         GuardrailsSettings,
         "grpc",
         not_startable=guardrails_not_startable,
+        gateway_url_env="RAGRAIL_GATEWAY_GUARDRAILS_URL",
     ),
     ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
 ]
