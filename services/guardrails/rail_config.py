@@ -20,6 +20,9 @@ class _Section(BaseModel):
 class InjectionConfig(_Section):
     # Empty: the threshold the trainer chose (head.json). A logit: higher flags less.
     threshold: float | None = None
+    # For retrieved chunks. Empty: head.json's retrieval_threshold (calibrated on benign
+    # documents), else the prompt threshold.
+    retrieval_threshold: float | None = None
     # Retrieved chunks are scored in windows of about this many characters.
     window_chars: int = Field(500, ge=50)
 

@@ -73,6 +73,21 @@ class RailSet:
     general_vectors: VectorCache
 
 
+def chunk_threshold(rails: RagrailRails, classifier: InjectionClassifier) -> float:
+    if rails.injection.retrieval_threshold is not None:
+        return rails.injection.retrieval_threshold
+    calibrated = classifier.head.get("retrieval_threshold")
+    if calibrated is not None:
+        return float(calibrated)
+    log.warning(
+        "the injection classifier has no retrieval threshold; chunks are judged at the prompt "
+        "threshold, which flags many benign documents. Run `python -m "
+        "trainers.guardrails.calibrate --model DIR --docs <corpus.jsonl>`",
+        extra={"model": str(classifier.path)},
+    )
+    return classifier.threshold
+
+
 def ragrail_section(custom_data: dict[str, Any], config_file: Path) -> RagrailRails:
     try:
         return RagrailRails.model_validate(custom_data.get("ragrail") or {})
@@ -185,7 +200,9 @@ def load_railset(
         config_file=config_file,
         classifier=classifier,
         injection=InjectionRail(
-            classifier, classifier.threshold if threshold is None else threshold
+            classifier,
+            classifier.threshold if threshold is None else threshold,
+            chunk_threshold(rails, classifier),
         ),
         pii=pii,
         pii_input=PiiRail(pii, rails.pii.input_action),

@@ -115,3 +115,27 @@ def test_finetune_run_also_writes_the_embedding_encoder(tmp_path: Path) -> None:
     assert not (out / "embedding" / "model.onnx").exists()
     with pytest.raises(SystemExit, match="already holds a model"):
         main(argv)
+
+
+def test_calibrate_sets_a_retrieval_threshold_from_benign_documents(
+    head_run: Path, tmp_path: Path
+) -> None:
+    from trainers.guardrails.calibrate import main as calibrate
+
+    model = tmp_path / "model"
+    import shutil
+
+    shutil.copytree(head_run, model)
+    docs = tmp_path / "docs.txt"
+    passages = [
+        p.read_text(encoding="utf-8").replace("\n", " ")
+        for p in sorted((REPO / "samples" / "corpus").iterdir())
+    ]
+    docs.write_text("\n".join(passages) + "\n", encoding="utf-8")
+    assert calibrate(["--model", str(model), "--docs", str(docs), "--target-fpr", "0"]) == 0
+    head = json.loads((model / "head.json").read_text())
+    stats = json.loads((model / "metrics.json").read_text())["retrieval_calibration"]
+    # Never below the prompt threshold, and above every benign document's score at FPR 0.
+    assert head["retrieval_threshold"] >= head["threshold"]
+    assert stats["fpr"] == 0.0 and stats["documents"] == len(passages)
+    assert head["retrieval_threshold"] == stats["retrieval_threshold"]

@@ -282,6 +282,10 @@ def train(args: argparse.Namespace) -> Path:
         "seconds": round(time.perf_counter() - started, 2),
     }
     write_outputs(out, metrics, manifest, model_card(manifest))
+    if args.benign_docs:
+        from trainers.guardrails.calibrate import run as calibrate
+
+        calibrate(out, args.benign_docs, args.benign_max_docs, args.benign_fpr)
     print(f"saved {out} in {manifest['seconds']} s", flush=True)
     return out
 
@@ -337,6 +341,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_VARIANT,
         help="INT8 quantization variant, as the embedder's (default: %(default)s).",
     )
+    parser.add_argument(
+        "--benign-docs",
+        type=Path,
+        help="Benign documents (.jsonl corpus) to calibrate the retrieval threshold on "
+        "(trainers/guardrails/calibrate.py); without it chunks use the prompt threshold.",
+    )
+    parser.add_argument("--benign-max-docs", type=int, default=500)
+    parser.add_argument("--benign-fpr", type=float, default=0.01)
     parser.add_argument("--threads", type=int, default=0, help="Intra-op threads; 0: all.")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)

@@ -37,20 +37,24 @@ def windows(text: str, max_chars: int) -> list[str]:
 class InjectionRail:
     classifier: InjectionClassifier
     threshold: float
+    # Retrieved passages are not prompts: the classifier scores them higher, so chunks have
+    # their own threshold, calibrated on benign documents (trainers/guardrails/calibrate.py).
+    chunk_threshold: float
 
-    def verdict(self, score: float, what: str) -> Outcome:
-        details = {"score": round(score, 4), "threshold": round(self.threshold, 4)}
-        if score >= self.threshold:
+    @staticmethod
+    def verdict(score: float, threshold: float, what: str) -> Outcome:
+        details = {"score": round(score, 4), "threshold": round(threshold, 4)}
+        if score >= threshold:
             return Outcome(
                 "block",
-                f"{what} (classifier logit {score:.2f} >= {self.threshold:.2f})",
+                f"{what} (classifier logit {score:.2f} >= {threshold:.2f})",
                 details=details,
             )
         return Outcome(details=details)
 
     def check_vector(self, vector: np.ndarray) -> Outcome:
         score = float(self.classifier.scores(vector[None, :])[0])
-        return self.verdict(score, "prompt injection")
+        return self.verdict(score, self.threshold, "prompt injection")
 
     def check(self, text: str) -> Outcome:
         return self.check_vector(self.classifier.embed([text])[0])
@@ -66,5 +70,7 @@ class InjectionRail:
         for ps in pieces:
             best = float(scores[start : start + len(ps)].max())
             start += len(ps)
-            outcomes.append(self.verdict(best, "instructions hidden in the passage"))
+            outcomes.append(
+                self.verdict(best, self.chunk_threshold, "instructions hidden in the passage")
+            )
         return outcomes
