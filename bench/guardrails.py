@@ -11,6 +11,8 @@ configuration, and prints in one run:
   * PII, presidio-research synthetic set (1,500 texts): per entity type, precision and
     recall of the spans the service masked (a span counts when it overlaps a gold span of
     the same type) and character overlap of masked and gold spans;
+  * retrieval rails: share of benign SciFact abstracts dropped, and of the same abstracts
+    with a test-split injection inserted;
   * p50/p95 latency through gRPC of CheckInput, CheckRetrieval (5 chunks) and CheckOutput
     (groundedness on 5 chunks), per engine (nemo: LLMRails; direct: same rails without it);
   * how often NeMo Guardrails' YARA rule sets fire on benign text (SciFact abstracts and the
@@ -294,6 +296,51 @@ def output_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
     return calls
 
 
+def corpus_slice(start: int, n: int) -> list[str]:
+    """Chunk-sized SciFact abstracts `start` to `start + n`: past the 500 the retrieval
+    threshold is calibrated on (README), so they are unseen benign documents."""
+    corpus = SHARED_DATA / "scifact" / "corpus.jsonl"
+    texts = []
+    with corpus.open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i >= start:
+                row = json.loads(line)
+                texts.append(f"{row.get('title', '')}\n\n{row['text']}"[:1000])
+            if len(texts) >= n:
+                break
+    return texts
+
+
+def with_injections(docs: list[str], injections: list[str]) -> list[str]:
+    """Each document with an injection inserted at a sentence boundary near its middle."""
+    out = []
+    for i, doc in enumerate(docs):
+        cut = doc.find(". ", len(doc) // 2)
+        cut = len(doc) if cut < 0 else cut + 2
+        out.append(f"{doc[:cut]}{injections[i % len(injections)]} {doc[cut:]}")
+    return out
+
+
+def dropped(client: Client, chunks: list[str], desc: str) -> float:
+    """Share of chunks the retrieval rails block (drop), sent 5 per request."""
+    calls = [
+        (
+            "CheckRetrieval",
+            guardrails_pb2.CheckRetrievalRequest(
+                query="What did they find?",
+                chunks=[
+                    common_pb2.TextPassage(id=str(j), text=t)
+                    for j, t in enumerate(chunks[i : i + 5])
+                ],
+            ),
+        )
+        for i in range(0, len(chunks), 5)
+    ]
+    replies, _ = client.run(calls, desc)
+    blocked = sum(c.result.verdict == BLOCK for r in replies for c in r.chunks)
+    return blocked / len(chunks)
+
+
 def retrieval_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
     return [
         (
@@ -357,6 +404,8 @@ def main() -> int:
     console.print(f"model {model}; {len(injections)} injection test rows, {len(pii_rows)} PII "
                   f"texts, {len(texts)} passages for latency")  # fmt: skip
     base_env = {"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(model)}
+    corpus_ok = (SHARED_DATA / "scifact" / "corpus.jsonl").is_file()
+    retrieval_rates: dict[str, float] = {}
     results: dict[str, dict] = {}
     latency: dict[str, dict[str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-guardrails-") as tmp:
@@ -383,6 +432,17 @@ def main() -> int:
                     "CheckRetrieval (5 chunks)": (*percentiles(ms_ret), cpu[1]),
                     "CheckOutput (groundedness on 5 chunks)": (*percentiles(ms_out), cpu[2]),
                 }
+                if engine == args.engines.split(",")[0] and corpus_ok:
+                    benign_docs = corpus_slice(1000, 200)
+                    positives = [r["text"] for r in injections if r["label"]]
+                    retrieval_rates = {
+                        "benign SciFact abstracts (1,000-1,199) dropped": dropped(
+                            client, benign_docs, "benign documents"
+                        ),
+                        "the same with a test-split injection inserted, dropped": dropped(
+                            client, with_injections(benign_docs, positives), "injected documents"
+                        ),
+                    }
         only = config_dir(root, "classifier", ["ragrail injection"])
         env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(only)}
         with service(env, root / "classifier.log") as target:
@@ -422,6 +482,14 @@ def main() -> int:
                       f"{r['fpr']:.3f} ({r['fp']}/{r['neg']})", rails)  # fmt: skip
     table.add_row(NEMO_HEURISTICS, "0.31", "0.074", "(reference, not measured)")
     console.print(table)
+
+    if retrieval_rates:
+        table = Table(title="Retrieval rails on documents (CheckRetrieval, 5 chunks a call)")
+        table.add_column("documents")
+        table.add_column("share dropped", justify="right")
+        for name, rate in retrieval_rates.items():
+            table.add_row(name, f"{rate:.3f}")
+        console.print(table)
 
     table = Table(title=f"PII, presidio-research synthetic set ({len(pii_rows)} texts), masked "
                         "spans of the PII rail")  # fmt: skip
