@@ -7,7 +7,8 @@
 For each embedder variant (the packaged MiniLM and the one trainers.embedder fine-tuned, each
 in FP32 PyTorch and INT8 ONNX) it starts the suite on free ports, ingests SciFact through the
 gateway, and asks the 300 test queries through /v1/search: BM25 (once: it does not depend on
-the embedder), dense, hybrid and hybrid + rerank. It prints, in one run:
+the embedder), dense, hybrid and hybrid + rerank (the cross-encoder's order alone, and fused
+with the hybrid order by RRF). It prints, in one run:
   * embed throughput in process: INT8 ONNX and FP32 ONNX against FP32 PyTorch on the same
     chunk texts (a ratio), and each variant's ingest through the services against it;
   * nDCG@10 and recall@100 per variant and mode, with an in-process bm25s baseline, and
@@ -334,6 +335,18 @@ def run_variant(
             rerank=True,
             vdb_top_k=args.rerank_depth,
             reranker_top_k=args.rerank_depth,
+            rerank_fusion="none",
+        )
+        rows["hybrid + rerank, RRF"] = evaluate(
+            client,
+            queries,
+            qrels,
+            f"{variant.name} rerank rrf",
+            mode="hybrid",
+            rerank=True,
+            vdb_top_k=args.rerank_depth,
+            reranker_top_k=args.rerank_depth,
+            rerank_fusion="rrf",
         )
     return {"ingest_s": seconds, "chunks": chunks, "rows": rows}
 

@@ -104,6 +104,11 @@ class FusionMethod(StrEnum):
     weighted = "weighted"
 
 
+class RerankFusion(StrEnum):
+    none = "none"
+    rrf = "rrf"
+
+
 class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=10_000, examples=["how do bees communicate"])
     collection: str = Field(pattern=COLLECTION_NAME)
@@ -132,6 +137,11 @@ class SearchRequest(BaseModel):
     )
     reranker_top_k: int | None = Field(
         None, ge=1, le=1000, description="Chunks kept after reranking; default top_k."
+    )
+    rerank_fusion: RerankFusion | None = Field(
+        None,
+        description="none: order by the cross-encoder alone; rrf: reciprocal rank fusion of "
+        "the first stage's order and the cross-encoder's. Default: the gateway's setting.",
     )
 
 

@@ -29,14 +29,19 @@ _FUSIONS = {
 }
 
 
-def _hit(h: retriever_pb2.SearchHit, rerank_score: float | None = None) -> schemas.SearchHit:
+def _hit(
+    h: retriever_pb2.SearchHit,
+    rerank_score: float | None = None,
+    fused_score: float | None = None,
+) -> schemas.SearchHit:
+    score = h.score if rerank_score is None else rerank_score
     return schemas.SearchHit(
         chunk_id=h.chunk.id,
         document_id=h.chunk.document_id,
         document_name=h.chunk.document_name,
         chunk_index=h.chunk.chunk_index,
         text=h.chunk.text,
-        score=rerank_score if rerank_score is not None else h.score,
+        score=fused_score if fused_score is not None else score,
         dense_score=h.dense_score if h.dense_rank else None,
         sparse_score=h.sparse_score if h.sparse_rank else None,
         rerank_score=rerank_score,
@@ -50,18 +55,31 @@ async def _rerank(
     hits: list[retriever_pb2.SearchHit],
     keep: int,
     timeout_s: float | None,
+    fusion: schemas.RerankFusion,
+    rrf_k: int,
 ) -> list[schemas.SearchHit]:
     assert services.reranker is not None
+    fused = fusion == schemas.RerankFusion.rrf
     reply = await services.reranker.call(
         "Rerank",
         reranker_pb2.RerankRequest(
             query=query,
             passages=[common_pb2.TextPassage(id=h.chunk.id, text=h.chunk.text) for h in hits],
-            top_n=keep,
+            top_n=0 if fused else keep,  # fusion needs every candidate's rerank position
         ),
         timeout_s=timeout_s,
     )
-    return [_hit(hits[r.index], r.score) for r in reply.results]
+    if not fused:
+        return [_hit(hits[r.index], r.score) for r in reply.results]
+    # Reciprocal rank fusion of the first stage's order and the cross-encoder's: a reranker
+    # that is good but not better than the first stage on every query still adds its signal
+    # without discarding what the first stage got right.
+    score = {r.index: 1.0 / (rrf_k + rank) for rank, r in enumerate(reply.results, start=1)}
+    rerank_score = {r.index: r.score for r in reply.results}
+    for rank in range(1, len(hits) + 1):
+        score[rank - 1] = score.get(rank - 1, 0.0) + 1.0 / (rrf_k + rank)
+    order = sorted(score, key=lambda i: -score[i])[:keep]  # stable: ties keep the rerank order
+    return [_hit(hits[i], rerank_score.get(i), fused_score=score[i]) for i in order]
 
 
 async def run_search(
@@ -114,7 +132,16 @@ async def run_search(
     hits: list[schemas.SearchHit] | None = None
     if rerank and result.hits:
         try:
-            hits = await _rerank(services, body.query, list(result.hits), final_k, timeout_s)
+            fusion = body.rerank_fusion or settings.rerank_fusion
+            hits = await _rerank(
+                services,
+                body.query,
+                list(result.hits),
+                final_k,
+                timeout_s,
+                schemas.RerankFusion(fusion),
+                settings.rerank_rrf_k,
+            )
         except (Unavailable, DeadlineExceeded) as exc:
             # Degrade, do not fail: first-stage results are still a useful answer.
             warnings.append(f"not reranked: {exc.message}")

@@ -62,6 +62,12 @@ class GatewaySettings(RagrailSettings):
     )
     chunk_overlap: int = Field(32, ge=0, description="Tokens shared by consecutive chunks.")
     embed_batch_size: int = Field(128, ge=1, description="Chunks per call to the embedder.")
+    rerank_fusion: Literal["none", "rrf"] = Field(
+        "none",
+        description="How reranked results are ordered: none, by the cross-encoder alone; rrf, "
+        "reciprocal rank fusion of the first stage's order and the cross-encoder's.",
+    )
+    rerank_rrf_k: int = Field(60, ge=1, description="k of rerank_fusion=rrf.")
     default_top_k: int = Field(10, ge=1, description="Results when a search gives no top_k.")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
     api_keys: list[str] = Field(

@@ -354,3 +354,35 @@ def test_a_down_reranker_degrades_to_first_stage_results(suite, corpus, tmp_path
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_rerank_fusion_rrf_combines_first_stage_and_cross_encoder_orders(
+    suite, corpus, tiny_reranker, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import gateway_process, grpc_service
+
+    env = {"RAGRAIL_RERANKER_MODEL": str(tiny_reranker)}
+    with (
+        grpc_service("services.reranker", "RERANKER", env, tmp_path / "reranker.log") as target,
+        gateway_process(reranker_url=target) as url,
+    ):
+        import httpx
+
+        def search(**options: object) -> list[dict]:
+            body = {"query": "bees and flowers", "collection": "corpus", "vdb_top_k": 8}
+            reply = httpx.post(f"{url}/v1/search", json={**body, **options}, timeout=60)
+            assert reply.status_code == 200, reply.text
+            return reply.json()["hits"]
+
+        first = [h["chunk_id"] for h in search(rerank=False, top_k=8)]
+        reranked = search(rerank=True, reranker_top_k=8, rerank_fusion="none")
+        fused = search(rerank=True, reranker_top_k=5, rerank_fusion="rrf")
+    cross = [h["chunk_id"] for h in reranked]
+    assert sorted(first) == sorted(cross)  # the same candidates, in two orders
+    expected = {c: 1 / (60 + first.index(c) + 1) + 1 / (60 + cross.index(c) + 1) for c in first}
+    # ties (rank 1 and 2 against 2 and 1) go to the cross-encoder's order
+    want = sorted(expected, key=lambda c: (-expected[c], cross.index(c)))[:5]
+    assert [h["chunk_id"] for h in fused] == want
+    for hit in fused:
+        assert abs(hit["score"] - expected[hit["chunk_id"]]) < 1e-9
+        assert hit["rerank_score"] is not None
