@@ -125,55 +125,62 @@ def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -
     return result
 
 
-def gguf_figures(ref: str, rows: list[dict], args: argparse.Namespace) -> dict:
+def gguf_figures(refs: list[str], rows: list[dict], args: argparse.Namespace) -> list[dict]:
     """File size, greedy decode tokens/s and held-out perplexity (assistant tokens, the
-    trainer's label mask) of one GGUF version, in llama.cpp in this process."""
+    trainer's label mask) of GGUF versions, in llama.cpp in this process. Speed: the files
+    take turns, `--rounds` times, each timing 64 tokens after a short prompt, so all see the
+    same machine load; the median per file is kept."""
+    import statistics
+
     import llama_cpp
     import numpy as np
     from transformers import AutoTokenizer
 
     from trainers.generator.tokens import IGNORE, encode_chat
 
-    entry = registry.resolve("generator", *ref.split("/", 1), root=args.models_dir)
-    file = entry.path / str(entry.manifest["file"])
-    hf = registry.resolve_ref(entry.base, args.models_dir).path
-    tokenizer = AutoTokenizer.from_pretrained(str(hf))
-    llm = llama_cpp.Llama(str(file), n_ctx=1024, n_threads=args.threads, logits_all=True,
-                          verbose=False)  # fmt: skip
-    nll, count = 0.0, 0
-    for row in rows:
-        ids, labels = encode_chat(tokenizer, row["messages"], 1000)
-        llm.reset()
-        llm.eval(ids)
-        logits = np.asarray(llm.scores[: len(ids)], dtype=np.float64)
-        for pos in range(len(ids) - 1):
-            if labels[pos + 1] != IGNORE:
-                row_logits = logits[pos]
-                top = row_logits.max()
-                lse = top + np.log(np.exp(row_logits - top).sum())
-                nll += lse - row_logits[labels[pos + 1]]
-                count += 1
-    prompt = tokenizer.apply_chat_template(
-        rows[0]["messages"][:-1], tokenize=False, add_generation_prompt=True
-    )
-    rates = []
-    for _ in range(3):
-        llm.reset()
-        started = time.perf_counter()
-        out = llm.create_completion(prompt, max_tokens=64, temperature=0.0)
-        rates.append(out["usage"]["completion_tokens"] / (time.perf_counter() - started))
-    return {
-        "model": entry.ref,
-        "bytes": file.stat().st_size,
-        "tokens_per_s": round(sorted(rates)[1], 1),
-        "perplexity": round(float(np.exp(nll / max(count, 1))), 4),
-        "tokens": count,
-    }
+    figures, models = [], []
+    for ref in refs:
+        entry = registry.resolve("generator", *ref.split("/", 1), root=args.models_dir)
+        file = entry.path / str(entry.manifest["file"])
+        hf = registry.resolve_ref(entry.base, args.models_dir).path
+        tokenizer = AutoTokenizer.from_pretrained(str(hf))
+        llm = llama_cpp.Llama(str(file), n_ctx=1024, n_threads=args.threads, logits_all=True,
+                              verbose=False)  # fmt: skip
+        nll, count = 0.0, 0
+        for row in rows:
+            ids, labels = encode_chat(tokenizer, row["messages"], 1000)
+            llm.reset()
+            llm.eval(ids)
+            logits = np.asarray(llm.scores[: len(ids)], dtype=np.float64)
+            for pos in range(len(ids) - 1):
+                if labels[pos + 1] != IGNORE:
+                    top = logits[pos].max()
+                    lse = top + np.log(np.exp(logits[pos] - top).sum())
+                    nll += lse - logits[pos][labels[pos + 1]]
+                    count += 1
+        figures.append({"model": entry.ref, "bytes": file.stat().st_size,
+                        "perplexity": round(float(np.exp(nll / max(count, 1))), 4),
+                        "tokens": count})  # fmt: skip
+        models.append(llm)
+    prompt = "Write a long story about a robot who learns to paint."
+    rates: list[list[float]] = [[] for _ in models]
+    for _ in range(args.rounds):
+        for index, llm in enumerate(models):
+            llm.reset()
+            started = time.perf_counter()
+            # End-of-turn banned: every file decodes exactly 64 tokens, whatever it would say.
+            out = llm.create_completion(
+                prompt, max_tokens=64, temperature=0.0, logit_bias={llm.token_eos(): -1e4}
+            )
+            rates[index].append(out["usage"]["completion_tokens"] / (time.perf_counter() - started))
+    for figure, rate in zip(figures, rates, strict=True):
+        figure["tokens_per_s"] = round(statistics.median(rate), 1)
+    return figures
 
 
 def gguf_table(results: list[dict]) -> Table:
     t = Table(
-        title="GGUF in llama.cpp: size, greedy decode speed (prompt + 64 tokens), held-out ppl"
+        title="GGUF in llama.cpp: size, greedy tokens/s (64 tokens, files in turn), held-out ppl"
     )
     for column in ("model", "MB", "tokens/s", "vs first", "perplexity", "vs first"):
         t.add_column(column)
@@ -217,13 +224,14 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--gguf", nargs="*", default=[], help="GGUF versions to compare (F16 first)")
     p.add_argument("--gguf-rows", type=int, default=20, help="held-out rows for GGUF perplexity")
+    p.add_argument("--rounds", type=int, default=7, help="GGUF speed rounds (median kept)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     heldout = read_jsonl(args.data / "heldout.jsonl")
     rows = pick(heldout, args.limit)
     with tempfile.TemporaryDirectory() as logs:
         results = [evaluate(ref, rows, args, Path(logs)) for ref in args.models]
-    gguf = [gguf_figures(ref, heldout[: args.gguf_rows], args) for ref in args.gguf]
+    gguf = gguf_figures(args.gguf, heldout[: args.gguf_rows], args) if args.gguf else []
     if results:
         console.print(table(results))
     if gguf:
