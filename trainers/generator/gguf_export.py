@@ -22,9 +22,7 @@ from typing import Any
 import numpy as np
 
 # Output types of `quantize`, by llama.cpp's names.
-QUANT_TYPES = {
-    name: f"LLAMA_FTYPE_MOSTLY_{name}" for name in ("Q8_0", "Q4_K_M", "Q4_K_S", "Q4_0")
-}
+QUANT_TYPES = {name: f"LLAMA_FTYPE_MOSTLY_{name}" for name in ("Q8_0", "Q4_K_M", "Q4_K_S", "Q4_0")}
 LAYER_NAMES = {
     "input_layernorm": "attn_norm",
     "self_attn.q_proj": "attn_q",
