@@ -19,8 +19,9 @@ pytestmark = pytest.mark.integration
 def _call(target: str, method: str, request):  # type: ignore[no-untyped-def]
     async def go():  # type: ignore[no-untyped-def]
         async with grpc.aio.insecure_channel(target) as channel:
+            # Generous: on a loaded 2-core machine one long text can wait behind other work.
             return await getattr(embedder_pb2_grpc.EmbedderStub(channel), method)(
-                request, timeout=30
+                request, timeout=120
             )
 
     return asyncio.run(go())

@@ -76,6 +76,8 @@ def test_onnx_scores_equal_pytorch_scores(tiny_model: Path) -> None:
 
 
 def test_newest_trained_model_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default models_dir, relative to the working directory (the suite sets its own).
+    monkeypatch.delenv("RAGRAIL_RERANKER_MODELS_DIR", raising=False)
     root = tmp_path / "models" / "reranker"
     for name, created in (("a/v1", "2030-01-01T00:00:00+00:00"), ("a/v2", "2031-01-01T00:00:00")):
         (root / name).mkdir(parents=True)
@@ -105,6 +107,7 @@ def test_onnx_file_setting_names_the_file(tmp_path: Path, monkeypatch: pytest.Mo
     requires (model_int8.onnx finds only quantized directories)."""
     from services.reranker.backends.onnx import OnnxBackend
 
+    monkeypatch.delenv("RAGRAIL_RERANKER_MODELS_DIR", raising=False)
     root = tmp_path / "models" / "reranker"
     for name, created, files in (
         ("m/v1", "2031-01-01T00:00:00+00:00", ("model.onnx",)),
