@@ -40,12 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import grpc
 import yaml
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
 from bench.common import REPO, SHARED_DATA, percentiles
+from shared.clients import grpc_serving
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 
 console = Console()
@@ -125,19 +125,9 @@ def service(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
         )  # fmt: skip
     target = f"127.0.0.1:{port}"
 
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
     try:
         deadline = time.monotonic() + 180
-        while not asyncio.run(serving()):
+        while not asyncio.run(grpc_serving(target)):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(
                     f"the guardrails service did not start:\n{log.read_text()[-3000:]}"

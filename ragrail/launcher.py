@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.embedder.settings import EmbedderSettings
 from services.gateway.settings import GatewaySettings
@@ -28,7 +27,7 @@ from services.generator.settings import GeneratorSettings
 from services.guardrails.settings import GuardrailsSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
-from shared.clients import make_channel
+from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
 from shared.settings import RagrailSettings
 
@@ -160,16 +159,7 @@ async def is_ready(child: Child) -> bool:
             return reply.status_code in (200, 503)  # up; 503 only means a peer is not yet
         except httpx.HTTPError:
             return False
-    channel = make_channel(child.url, retries=False)
-    try:
-        reply = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=2.0
-        )
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except Exception:
-        return False
-    finally:
-        await channel.close()
+    return await grpc_serving(child.url)
 
 
 class Supervisor:

@@ -47,6 +47,21 @@ def make_channel(
     return grpc.aio.insecure_channel(target, options=options)
 
 
+async def grpc_serving(target: str, timeout_s: float = 2.0) -> bool:
+    """Whether the gRPC server at `target` answers its health check with SERVING (a readiness
+    probe: no retries, any failure is "not yet")."""
+    channel = make_channel(target, retries=False)
+    try:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=timeout_s
+        )
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.aio.AioRpcError:
+        return False
+    finally:
+        await channel.close()
+
+
 class ServiceClient(Generic[StubT]):
     """A stub for one peer service, with a default deadline and errors that name the peer."""
 

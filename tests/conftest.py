@@ -61,6 +61,16 @@ class Target(str):
     process: subprocess.Popen[bytes]
 
 
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, 30 s to drain, then SIGKILL."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,8 +82,7 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
     """Runs `python -m <module>` with `env` on top of a RAGRAIL_-free environment, on free
     ports (`RAGRAIL_<prefix>_PORT`, metrics too), until its gRPC health check says SERVING;
     yields its target and stops it afterwards. Its output goes to `log`."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from shared.clients import grpc_serving
 
     port = free_port()
     full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
@@ -99,30 +108,15 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
     target = Target(f"127.0.0.1:{port}")
     target.process = process
 
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
     try:
         deadline = time.monotonic() + 120
-        while not asyncio.run(serving()):
+        while not asyncio.run(grpc_serving(target)):
             assert process.poll() is None, f"{module} exited:\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"not serving:\n{log.read_text()[-3000:]}"
             time.sleep(0.3)
         yield target
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @contextlib.contextmanager
@@ -157,12 +151,7 @@ def gateway_process(log: Path | None = None, **settings: str) -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         if log:
             sink.close()  # type: ignore[union-attr]
 

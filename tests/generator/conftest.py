@@ -16,8 +16,8 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.clients import grpc_serving
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import REPO, free_port
 
@@ -112,21 +112,11 @@ def start(name: str, logs: Path, **settings: str) -> Service:
 
 
 def wait_serving(service: Service, timeout: float = 300.0) -> None:
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(service.target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
             pytest.fail(f"generator ({service.name}) exited:\n{service.log.read_text()[-3000:]}")
-        if asyncio.run(serving()):
+        if asyncio.run(grpc_serving(service.target)):
             return
         time.sleep(0.3)
     pytest.fail(f"generator ({service.name}) not serving after {timeout} s")

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from services.reranker.backends.base import newest_trained_model, resolve_model_dir
 from services.reranker.settings import RerankerSettings
+from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from tests.conftest import REPO, free_port
@@ -148,21 +149,11 @@ class Service:
 
 
 def wait_serving(service: Service, timeout: float = 180.0) -> None:
-    async def serving() -> bool:
-        async with grpc.aio.insecure_channel(service.target) as channel:
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=2
-                )
-            except grpc.aio.AioRpcError:
-                return False
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
             pytest.fail(f"reranker ({service.backend}) exited:\n{service.log.read_text()[-3000:]}")
-        if asyncio.run(serving()):
+        if asyncio.run(grpc_serving(service.target)):
             return
         time.sleep(0.5)
     pytest.fail(f"reranker ({service.backend}) not serving after {timeout} s")
