@@ -31,7 +31,6 @@ from services.gateway.openai_schemas import (
     Choice,
     Citation,
     GuardrailsReport,
-    RailOutcome,
     StageTimings,
     Usage,
 )
@@ -513,6 +512,3 @@ def merge_hits(results: list[schemas.SearchResponse], keep: int) -> list[Source]
 
 def _sse(payload: dict) -> str:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
-
-
-__all__ = ["ChatPipeline", "Prepared", "RailOutcome", "merge_hits"]

@@ -47,8 +47,8 @@ async def chat_completions(
             yield first
             async for event in events:
                 yield event
-        except asyncio.CancelledError:  # the client went away: the generator call is cancelled
-            raise
+        # A client that goes away cancels this task (CancelledError is not an Exception), and
+        # closing `events` cancels the generator call.
         except Exception as exc:  # once streaming, a failure can only be reported in-stream
             message = getattr(exc, "message", None)
             if message is None:
