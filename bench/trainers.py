@@ -126,19 +126,19 @@ def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -
 
 
 def gguf_figures(refs: list[str], rows: list[dict], args: argparse.Namespace) -> list[dict]:
-    """File size, greedy decode tokens/s and held-out perplexity (assistant tokens, the
-    trainer's label mask) of GGUF versions, in llama.cpp in this process. Speed: the files
-    take turns, `--rounds` times, each timing 64 tokens after a short prompt, so all see the
-    same machine load; the median per file is kept."""
-    import statistics
-
+    """File size, held-out perplexity (assistant tokens, the trainer's label mask, through
+    llama-cpp-python) and greedy decode tokens/s in the generator's own `llamacpp` engine, in
+    this process. Speed: the files take turns, `--rounds` times, each decoding up to 64
+    tokens of a counting answer (long and the same for every file); the rate is tokens after
+    the first over the time since the first, so prompt processing is left out; the median
+    per file is kept."""
     import llama_cpp
     import numpy as np
     from transformers import AutoTokenizer
 
     from trainers.generator.tokens import IGNORE, encode_chat
 
-    figures, models = [], []
+    figures, files = [], []
     for ref in refs:
         entry = registry.resolve("generator", *ref.split("/", 1), root=args.models_dir)
         file = entry.path / str(entry.manifest["file"])
@@ -158,29 +158,58 @@ def gguf_figures(refs: list[str], rows: list[dict], args: argparse.Namespace) ->
                     lse = top + np.log(np.exp(logits[pos] - top).sum())
                     nll += lse - logits[pos][labels[pos + 1]]
                     count += 1
+        llm.close()
         figures.append({"model": entry.ref, "bytes": file.stat().st_size,
                         "perplexity": round(float(np.exp(nll / max(count, 1))), 4),
                         "tokens": count})  # fmt: skip
-        models.append(llm)
-    prompt = "Write a long story about a robot who learns to paint."
-    rates: list[list[float]] = [[] for _ in models]
-    for _ in range(args.rounds):
-        for index, llm in enumerate(models):
-            llm.reset()
-            started = time.perf_counter()
-            # End-of-turn banned: every file decodes exactly 64 tokens, whatever it would say.
-            out = llm.create_completion(
-                prompt, max_tokens=64, temperature=0.0, logit_bias={llm.token_eos(): -1e4}
-            )
-            rates[index].append(out["usage"]["completion_tokens"] / (time.perf_counter() - started))
-    for figure, rate in zip(figures, rates, strict=True):
-        figure["tokens_per_s"] = round(statistics.median(rate), 1)
+        files.append(file)
+    for figure, rate in zip(figures, asyncio.run(engine_rates(files, args)), strict=True):
+        figure["tokens_per_s"] = round(rate, 1)
     return figures
+
+
+async def engine_rates(files: list[Path], args: argparse.Namespace) -> list[float]:
+    """Median greedy decode tokens/s of each GGUF file in services/generator's llamacpp engine."""
+    import statistics
+    import uuid
+
+    from services.generator.backends.base import GenerationRequest, Message, Sampling
+    from services.generator.backends.llamacpp import LlamaCppEngine
+    from services.generator.settings import GeneratorSettings
+
+    engines = [
+        LlamaCppEngine(GeneratorSettings(engine="llamacpp", model=str(f), threads=args.threads))
+        for f in files
+    ]
+    rates: list[list[float]] = [[] for _ in engines]
+    question = [Message("user", "Count from 1 to 100, separated by commas.")]
+    try:
+        for engine in engines:
+            await engine.start()
+        for _ in range(args.rounds):
+            for engine, rate in zip(engines, rates, strict=True):
+                prompt = engine.render_chat(question)
+                request = GenerationRequest(
+                    request_id=uuid.uuid4().hex, prompt=prompt,
+                    prompt_ids=tuple(engine.tokenize(prompt, chat=True)),
+                    sampling=Sampling(temperature=0.0, max_tokens=64),
+                )  # fmt: skip
+                tokens, first = 0, 0.0
+                async for chunk in engine.generate(request):
+                    if chunk.tokens and not tokens:
+                        first = time.perf_counter()
+                    tokens += chunk.tokens
+                if tokens > 1:
+                    rate.append((tokens - 1) / (time.perf_counter() - first))
+    finally:
+        for engine in engines:
+            await engine.close()
+    return [statistics.median(r) if r else float("nan") for r in rates]
 
 
 def gguf_table(results: list[dict]) -> Table:
     t = Table(
-        title="GGUF in llama.cpp: size, greedy tokens/s (64 tokens, files in turn), held-out ppl"
+        title="GGUF: size, greedy decode tokens/s in the llamacpp engine, held-out perplexity"
     )
     for column in ("model", "MB", "tokens/s", "vs first", "perplexity", "vs first"):
         t.add_column(column)

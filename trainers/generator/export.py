@@ -164,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("model", help="name or name/version in models/generator/")
     g = sub.add_parser("gguf", help="GGUF files for the llamacpp engine")
     g.add_argument("model")
-    g.add_argument("--types", nargs="+", default=["F16", "Q8_0", "Q4_K_M"])
+    g.add_argument("--types", nargs="+", default=["F16", "Q8_0", "Q4_K"])
     g.add_argument("--threads", type=int, default=0)
     o = sub.add_parser("modelopt", help="FP8 / INT4-AWQ for TensorRT-LLM (GPU only)")
     o.add_argument("model")

@@ -21,8 +21,18 @@ from typing import Any
 
 import numpy as np
 
-# Output types of `quantize`, by llama.cpp's names.
-QUANT_TYPES = {name: f"LLAMA_FTYPE_MOSTLY_{name}" for name in ("Q8_0", "Q4_K_M", "Q4_K_S", "Q4_0")}
+# Output types of `quantize`: llama.cpp's presets by their names, and Q4_K (below).
+QUANT_TYPES = {
+    name: f"LLAMA_FTYPE_MOSTLY_{name}" for name in ("Q8_0", "Q4_K_M", "Q4_K_S", "Q4_0")
+} | {"Q4_K": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+# K-quants pack rows in super-blocks of 256 values. SmolLM2-135M's width is 576, so llama.cpp's
+# Q4_K_M can use Q4_K only for ffn_down (1536 wide) and falls back to Q5_0/Q8_0 elsewhere; it
+# also keeps the tied token-embedding/output matrix (49152 x 576, a fifth of the weights and
+# the largest matmul per token) at Q8_0. "Q4_K" is Q4_K_M with that matrix in Q4_0: measured
+# here 1.5x F16's decode speed against Q4_K_M's 1.25x, for +1.2% held-out perplexity.
+TENSOR_TYPES = {
+    "Q4_K": {"token_embedding_type": "GGML_TYPE_Q4_0", "output_tensor_type": "GGML_TYPE_Q4_0"}
+}
 LAYER_NAMES = {
     "input_layernorm": "attn_norm",
     "self_attn.q_proj": "attn_q",
@@ -169,6 +179,8 @@ def quantize(source: Path, out: Path, qtype: str, threads: int = 0) -> Path:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, QUANT_TYPES[qtype])
     params.nthread = threads
+    for field, ggml_type in TENSOR_TYPES.get(qtype, {}).items():
+        setattr(params, field, getattr(llama_cpp, ggml_type))
     code = llama_cpp.llama_model_quantize(
         str(source).encode(), str(out).encode(), ctypes.byref(params)
     )
