@@ -179,8 +179,16 @@ def run(url: str, args: argparse.Namespace, corpus: dict, questions: list[str]) 
     client = GatewayClient(url, timeout_s=1800)
     seconds, chunks = ingest(client, corpus, batch=64, workers=2)
     console.print(f"ingested {len(corpus)} documents ({chunks} chunks) in {seconds:.0f} s")
-    one_chat(client, questions[0], args.max_tokens)  # warm-up: first-call costs out of the way
+    if args.concurrency:
+        chat_table(url, args, client, questions)
+    search_overhead(url, args, questions)
+    client.close()
 
+
+def chat_table(
+    url: str, args: argparse.Namespace, client: GatewayClient, questions: list[str]
+) -> None:
+    one_chat(client, questions[0], args.max_tokens)  # warm-up: first-call costs out of the way
     table = Table(title=f"/v1/chat/completions, streamed, {args.max_tokens} tokens max")
     for col in ("clients", "req/s", "p50 ms", "p95 ms", "TTFT p50", "TTFT p95"):
         table.add_column(col, justify="right")
@@ -201,6 +209,8 @@ def run(url: str, args: argparse.Namespace, corpus: dict, questions: list[str]) 
         )
     console.print(table)
 
+
+def search_overhead(url: str, args: argparse.Namespace, questions: list[str]) -> None:
     queries = (questions * (1 + args.search_queries // len(questions)))[: args.search_queries]
     clients = args.search_concurrency
     embedder = args.embedder or os.environ.get("RAGRAIL_GATEWAY_EMBEDDER_URL", "127.0.0.1:50051")
@@ -223,7 +233,6 @@ def run(url: str, args: argparse.Namespace, corpus: dict, questions: list[str]) 
         f"gateway overhead: {(g_mean - d_mean) / g_mean * 100:.1f}% of the end-to-end time "
         f"(mean), {(g50 - d50) / g50 * 100:.1f}% at p50"
     )
-    client.close()
 
 
 def main() -> int:
@@ -236,9 +245,9 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=32, help="SciFact test questions.")
     parser.add_argument(
         "--concurrency",
-        type=lambda s: [int(x) for x in s.split(",")],
+        type=lambda s: [int(x) for x in s.split(",") if x.strip()],
         default=[1, 4, 16],
-        help="Concurrent chat clients, comma-separated.",
+        help="Concurrent chat clients, comma-separated (empty: /v1/search only).",
     )
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--search-queries", type=int, default=200)
