@@ -1,7 +1,7 @@
 """trainers.generator.export on a tiny LoRA fine-tune: the merged checkpoint equals base plus
-adapter, the F16 GGUF gives llama.cpp the logits transformers gives, Q8_0 and Q4_K_M
-quantize, the Q8_0 version serves in the llamacpp engine by registry name, and ModelOpt
-refuses on a CPU."""
+adapter, the F16 GGUF gives llama.cpp the logits transformers gives, Q8_0, Q4_K_M and Q4_K
+quantize (Q4_K with the embedding matrix in Q4_0), the Q8_0 version serves in the llamacpp
+engine by registry name, and ModelOpt refuses on a CPU."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--skip-before",
         ]
     )  # fmt: skip
-    argv = ["--models-dir", str(root), "gguf", "g/v1", "--types", "F16", "Q8_0", "Q4_K_M"]
+    argv = ["--models-dir", str(root), "gguf", "g/v1", "--types", "F16", "Q8_0", "Q4_K_M", "Q4_K"]
     assert export.main(argv) == 0
     return root
 
@@ -90,6 +90,23 @@ def test_gguf_f16_gives_llamacpp_the_logits_of_transformers(exported: Path) -> N
         for t in ("f16", "q8_0", "q4_k_m")
     }
     assert sizes["q8_0"] < sizes["f16"] and sizes["q4_k_m"] <= sizes["q8_0"]
+
+
+def test_q4_k_puts_the_embedding_matrix_in_q4_0(exported: Path) -> None:
+    import gguf
+
+    def embedding_type(version: str) -> str:
+        entry = registry.resolve("generator", "g", version, exported)
+        tensors = gguf.GGUFReader(entry.path / entry.manifest["file"]).tensors
+        return next(t.tensor_type.name for t in tensors if t.name == "token_embd.weight")
+
+    assert embedding_type("v1-q4_k") == "Q4_0"
+    assert embedding_type("v1-q4_k_m") != "Q4_0"  # llama.cpp's preset keeps it wider
+    q4_k = registry.resolve("generator", "g", "v1-q4_k", exported)
+    assert (
+        q4_k.manifest["bytes"]
+        < registry.resolve("generator", "g", "v1-q4_k_m", exported).manifest["bytes"]
+    )
 
 
 def test_quantized_version_serves_in_the_llamacpp_engine(exported: Path, tmp_path: Path) -> None:
