@@ -36,6 +36,7 @@ from rich.table import Table
 from bench.generator import Service
 from shared import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
+from trainers.generator import base as base_model
 from trainers.generator.data import is_refusal, read_jsonl, token_f1
 
 console = Console(width=max(Console().width, 140))
@@ -207,6 +208,43 @@ async def engine_rates(files: list[Path], args: argparse.Namespace) -> list[floa
     return [statistics.median(r) if r else float("nan") for r in rates]
 
 
+def training_throughput(args: argparse.Namespace, logs: Path) -> list[dict]:
+    """Training tokens/s of LoRA and of full fine-tuning: the same `--train-steps` SFT steps
+    (same rows, batch 4, 256 tokens) from the first --models entry, each in a fresh process
+    with --threads threads; the optimizer steps only, the trainer's own count."""
+    import subprocess
+
+    figures = []
+    for method in ("lora", "full"):
+        out = logs / f"sft-{method}"
+        command = [
+            sys.executable, "-m", "trainers.generator.sft", "--data", str(args.data),
+            "--base", (args.models or [base_model.REF])[0], "--out", str(out), "--method", method,
+            "--max-steps", str(args.train_steps), "--max-train", str(4 * args.train_steps),
+            "--max-eval", "1", "--batch-size", "4", "--max-length", "256", "--skip-before",
+            "--save-every", "0", "--threads", str(args.threads),
+        ]  # fmt: skip
+        if args.models_dir:
+            command += ["--models-dir", args.models_dir]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        train = json.loads((out / "metrics.json").read_text())["train"]
+        trainable = "adapter" if method == "lora" else "all weights"
+        figures.append({"method": method, "trainable": trainable, **train})
+    return figures
+
+
+def throughput_table(figures: list[dict]) -> Table:
+    t = Table(title="SFT training throughput (same rows and steps)")
+    for column in ("method", "steps", "tokens", "seconds", "tokens/s", "vs LoRA"):
+        t.add_column(column)
+    for f in figures:
+        t.add_row(
+            f["method"], str(f["steps"]), str(f["tokens"]), str(f["seconds"]),
+            str(f["tokens_per_s"]), f"{f['tokens_per_s'] / figures[0]['tokens_per_s']:.2f}x",
+        )  # fmt: skip
+    return t
+
+
 def gguf_table(results: list[dict]) -> Table:
     t = Table(
         title="GGUF: size, greedy decode tokens/s in the llamacpp engine, held-out perplexity"
@@ -254,18 +292,25 @@ def main() -> int:
     p.add_argument("--gguf", nargs="*", default=[], help="GGUF versions to compare (F16 first)")
     p.add_argument("--gguf-rows", type=int, default=20, help="held-out rows for GGUF perplexity")
     p.add_argument("--rounds", type=int, default=7, help="GGUF speed rounds (median kept)")
+    p.add_argument(
+        "--train-steps", type=int, default=0, help="LoRA vs full SFT throughput steps (0: off)"
+    )
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     heldout = read_jsonl(args.data / "heldout.jsonl")
     rows = pick(heldout, args.limit)
     with tempfile.TemporaryDirectory() as logs:
         results = [evaluate(ref, rows, args, Path(logs)) for ref in args.models]
+        throughput = training_throughput(args, Path(logs)) if args.train_steps else []
     gguf = gguf_figures(args.gguf, heldout[: args.gguf_rows], args) if args.gguf else []
     if results:
         console.print(table(results))
     if gguf:
         console.print(gguf_table(gguf))
         results.append({"gguf": gguf})
+    if throughput:
+        console.print(throughput_table(throughput))
+        results.append({"training_throughput": throughput})
     for r in results:
         if "answers" not in r:
             continue
