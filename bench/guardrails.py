@@ -8,6 +8,9 @@ configuration, and prints in one run:
   * prompt injection, deepset test split (116 rows): TPR and FPR of the input rails, of the
     classifier rail alone, and of a keyword/regex-only rail set (baseline, same service);
     NeMo Guardrails' published figures for its perplexity heuristics as a reference line;
+  * false positives on benign in-domain questions: the SciFact claims of qrels/test.tsv
+    (300; the trainer's --in-domain trains on qrels/train.tsv claims only), blocked by the
+    input rails and by the classifier rail alone;
   * PII, presidio-research synthetic set (1,500 texts): per entity type, precision and
     recall of the spans the service masked (a span counts when it overlaps a gold span of
     the same type) and character overlap of masked and gold spans;
@@ -175,6 +178,26 @@ def input_request(text: str) -> tuple[str, object]:
 
 
 # -- prompt injection ---------------------------------------------------------------------
+
+
+def in_domain_claims(data: Path) -> list[str]:
+    """SciFact's test claims (qrels/test.tsv ids): benign questions of the served domain that
+    no trainer here trains on."""
+    from trainers.guardrails.in_domain import InDomain
+
+    root = data / "scifact"
+    if not (root / "queries.jsonl").is_file():
+        return []
+    return InDomain.load(root).test
+
+
+def false_positives(replies: list) -> dict:
+    blocked = [r for r in replies if r.verdict == BLOCK]
+    by_rail: dict[str, int] = {}
+    for r in blocked:
+        by_rail[r.rail] = by_rail.get(r.rail, 0) + 1
+    return {"fpr": len(blocked) / max(len(replies), 1), "fp": len(blocked), "n": len(replies),
+            "by_rail": by_rail}  # fmt: skip
 
 
 def detection(replies: list, labels: list[int]) -> dict:
@@ -390,6 +413,8 @@ def main() -> int:
     if args.pii_texts:
         pii_rows = pii_rows[: args.pii_texts]
     texts = passages(50)
+    claims = in_domain_claims(args.data)
+    benign_results: dict[str, dict] = {}
     labels = [int(r["label"]) for r in injections]
     console.print(f"model {model}; {len(injections)} injection test rows, {len(pii_rows)} PII "
                   f"texts, {len(texts)} passages for latency")  # fmt: skip
@@ -422,6 +447,11 @@ def main() -> int:
                     "CheckRetrieval (5 chunks)": (*percentiles(ms_ret), cpu[1]),
                     "CheckOutput (groundedness on 5 chunks)": (*percentiles(ms_out), cpu[2]),
                 }
+                if claims:
+                    replies, _ = client.run(
+                        [input_request(t) for t in claims], f"{engine}: SciFact test claims"
+                    )
+                    benign_results[f"input rails ({engine})"] = false_positives(replies)
                 if engine == args.engines.split(",")[0] and corpus_ok:
                     benign_docs = corpus_slice(1000, 200)
                     positives = [r["text"] for r in injections if r["label"]]
@@ -436,10 +466,12 @@ def main() -> int:
         only = config_dir(root, "classifier", ["ragrail injection"])
         env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(only)}
         with service(env, root / "classifier.log") as target:
-            replies, _ = Client(target).run(
-                [input_request(r["text"]) for r in injections], "classifier"
-            )
+            client = Client(target)
+            replies, _ = client.run([input_request(r["text"]) for r in injections], "classifier")
             results["classifier rail alone"] = detection(replies, labels)
+            if claims:
+                replies, _ = client.run([input_request(t) for t in claims], "classifier: claims")
+                benign_results["classifier rail alone"] = false_positives(replies)
         patterns = [
             {"name": f"baseline {i}", "pattern": p} for i, p in enumerate(BASELINE_PATTERNS)
         ]
@@ -472,6 +504,16 @@ def main() -> int:
                       f"{r['fpr']:.3f} ({r['fp']}/{r['neg']})", rails)  # fmt: skip
     table.add_row(NEMO_HEURISTICS, "0.31", "0.074", "(reference, not measured)")
     console.print(table)
+
+    if benign_results:
+        table = Table(title=f"Benign in-domain questions: SciFact test claims ({len(claims)}, "
+                            "qrels/test.tsv), verdict BLOCK = false positive")  # fmt: skip
+        for col in ("rails", "FPR", "blocked by"):
+            table.add_column(col, justify="right" if col == "FPR" else "left")
+        for name, r in benign_results.items():
+            rails = ", ".join(f"{k} {v}" for k, v in sorted(r["by_rail"].items()))
+            table.add_row(name, f"{r['fpr']:.3f} ({r['fp']}/{r['n']})", rails)
+        console.print(table)
 
     if retrieval_rates:
         table = Table(title="Retrieval rails on documents (CheckRetrieval, 5 chunks a call)")

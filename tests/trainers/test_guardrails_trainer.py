@@ -5,6 +5,7 @@ directory the service's classifier loads and scores as the metrics say)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,56 @@ def test_calibrate_sets_a_retrieval_threshold_from_benign_documents(
     assert head["retrieval_threshold"] >= head["threshold"]
     assert stats["fpr"] == 0.0 and stats["documents"] == len(passages)
     assert head["retrieval_threshold"] == stats["retrieval_threshold"]
+
+
+def test_in_domain_questions_train_and_hold_the_threshold(tmp_path: Path) -> None:
+    """--in-domain: the train-qrels queries of a BEIR directory become benign training rows,
+    the threshold keeps their false-positive rate at the target too, and the test-qrels
+    queries are only measured (an id in both files is never trained on)."""
+    from trainers.guardrails.in_domain import InDomain
+
+    beir = tmp_path / "beir"
+    shutil.copytree(REPO / "tests" / "fixtures" / "beir_tiny", beir)
+    test_ids = [
+        line.split("\t")[0]
+        for line in (beir / "qrels" / "test.tsv").read_text().splitlines()[1:]
+        if line.strip()
+    ]
+    # One test query also listed under train: it must stay out of training.
+    with (beir / "qrels" / "train.tsv").open("a", encoding="utf-8") as f:
+        f.write(f"{test_ids[0]}\td01\t1\n")
+    data = InDomain.load(beir)
+    queries = {
+        json.loads(line)["_id"]: json.loads(line)["text"]
+        for line in (beir / "queries.jsonl").read_text().splitlines()
+        if line.strip()
+    }
+    assert queries[test_ids[0]] in data.test and queries[test_ids[0]] not in data.train
+    assert not set(data.train) & set(data.test)
+
+    out = tmp_path / "model"
+    argv = ["--data", str(FIXTURE), "--out", str(out), "--method", "head", "--max-length", "64",
+            "--folds", "3", "--seed", "11", "--in-domain", str(beir),
+            "--in-domain-fpr", "0"]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    head = json.loads((out / "head.json").read_text())
+    cal = metrics["calibration"]
+    # The prompt set's rows and the in-domain rows are calibrated separately.
+    assert cal["rows"] == 44 and cal["in_domain"]["rows"] == len(data.train)
+    assert cal["in_domain"]["fpr"] == 0.0
+    assert head["threshold"] >= cal["in_domain"]["threshold"]
+    assert head["threshold"] >= cal["in_domain"]["prompt_threshold"]
+    assert metrics["train"]["examples"] == 44 + len(data.train)
+    test = metrics["in_domain"]["test"]
+    assert test["questions"] == len(data.test) and 0.0 <= test["fpr"] <= 1.0
+    assert manifest["data"]["in_domain"]["train_questions"] == len(data.train)
+    assert "in-domain" in (out / "README.md").read_text()
+
+    # The service's classifier scores the in-domain test questions as the trainer measured.
+    from services.guardrails.classifier import InjectionClassifier
+
+    classifier = InjectionClassifier(out)
+    flagged = int((classifier.scores(classifier.embed(data.test)) >= classifier.threshold).sum())
+    assert flagged == test["flagged"]

@@ -30,6 +30,13 @@ def model_card(manifest: dict[str, Any]) -> str:
         f"`{d['path']}`: {d['train_rows']} training rows, {d['test_rows']} test rows, "
         f"sha256 `{d['sha256'][:16]}…`"
     )
+    domain = d.get("in_domain")
+    if domain:
+        data += (
+            f"; benign in-domain questions `{domain['path']}`: {domain['train_questions']} "
+            f"(qrels/train.tsv) trained on, {domain['test_questions']} (qrels/test.tsv) "
+            "measured only"
+        )
     q = manifest["quantization"]
     oracle_row = f"best TPR with FPR ≤ {oracle_fpr(test)} if tuned on test (reference only)"
     return f"""# {manifest["name"]} / {manifest["version"]}
@@ -53,7 +60,7 @@ logit reaches the threshold in `head.json`. Written by `python -m trainers.guard
 
 {cal["kind"]} scores of {cal["rows"]} training rows, target false-positive rate
 {cal["target_fpr"]}: threshold **{m["threshold"]:.4f}** (logit), where train shows
-{_point(cal)}; AUC {cal["auc"]:.4f}.
+{_point(cal)}; AUC {cal["auc"]:.4f}.{in_domain_calibration(cal)}
 
 ## Test split (never used to choose anything)
 
@@ -64,7 +71,7 @@ logit reaches the threshold in `head.json`. Written by `python -m trainers.guard
 | ROC AUC (INT8) | {test["auc"]:.4f} |
 | {oracle_row} | {_point(oracle)} |
 | INT8 vs FP32, largest probability difference | {test["int8_vs_fp32_probability_max_abs_diff"]} |
-
+{in_domain_test(m)}
 ## Use
 
 ```bash
@@ -80,3 +87,24 @@ arguments, data hash, file hashes and library versions; `metrics.json` the figur
 def oracle_fpr(test: dict[str, Any]) -> str:
     key = next(k for k in test if k.startswith("oracle_at_fpr_"))
     return key.removeprefix("oracle_at_fpr_")
+
+
+def in_domain_calibration(cal: dict[str, Any]) -> str:
+    d = cal.get("in_domain")
+    if not d:
+        return ""
+    return (
+        f" Held to at most {d['target_fpr']} of {d['rows']} benign in-domain questions too "
+        f"(the prompt set alone gave {d['prompt_threshold']:.4f}, which flagged "
+        f"{d['prompt_threshold_fpr']:.1%} of them); at the threshold {d['fpr']:.1%}."
+    )
+
+
+def in_domain_test(m: dict[str, Any]) -> str:
+    t = (m.get("in_domain") or {}).get("test")
+    if not t:
+        return ""
+    return (
+        f"| benign in-domain test questions flagged (FPR) | **{t['fpr']:.3f}** "
+        f"({t['flagged']}/{t['questions']}) |\n"
+    )

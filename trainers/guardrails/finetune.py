@@ -17,9 +17,12 @@ from trainers.guardrails.head import LinearHead
 from trainers.guardrails.scoring import Labelled
 
 
-def finetune(model: Any, data: Labelled, args: argparse.Namespace) -> tuple[LinearHead, dict]:
+def finetune(
+    model: Any, data: Labelled, args: argparse.Namespace, pos_weight: float | None = None
+) -> tuple[LinearHead, dict]:
     """Trains `model` (a SentenceTransformer ending in Normalize) in place; returns the head
-    and the training statistics."""
+    and the training statistics. `pos_weight` weighs each injection in the loss (default:
+    benign rows per injection in `data`, which balances the classes)."""
     import torch
     from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
@@ -41,7 +44,8 @@ def finetune(model: Any, data: Labelled, args: argparse.Namespace) -> tuple[Line
     total = steps_per_epoch * args.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, int(total * args.warmup_ratio), total)
     positives = max(data.positives, 1)
-    loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor((n - positives) / positives))
+    weight = (n - positives) / positives if pos_weight is None else pos_weight
+    loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight))
     order = torch.Generator().manual_seed(args.seed)
     losses: list[float] = []
     started = time.perf_counter()
@@ -75,6 +79,7 @@ def finetune(model: Any, data: Labelled, args: argparse.Namespace) -> tuple[Line
     )
     return linear, {
         "examples": n,
+        "pos_weight": round(float(weight), 4),
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
         **loss_summary(losses),

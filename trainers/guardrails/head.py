@@ -46,11 +46,18 @@ def _fit_mlp(vectors: np.ndarray, labels: np.ndarray, c: float, seed: int) -> An
 
 
 def out_of_fold(
-    vectors: np.ndarray, labels: np.ndarray, kind: str, c: float, folds: int, seed: int
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    kind: str,
+    c: float,
+    folds: int,
+    seed: int,
+    strata: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Each training row scored by a head fitted on the other folds."""
+    """Each training row scored by a head fitted on the other folds (folds stratified by
+    `strata`, the labels by default)."""
     scores = np.empty(len(labels), dtype=np.float32)
-    for held in stratified_folds(labels, folds, seed):
+    for held in stratified_folds(labels if strata is None else strata, folds, seed):
         rest = np.setdiff1d(np.arange(len(labels)), held)
         if kind == "logreg":
             scores[held] = _fit_logreg(vectors[rest], labels[rest], c, seed).scores(vectors[held])
@@ -62,14 +69,19 @@ def out_of_fold(
 
 
 def choose_c(
-    vectors: np.ndarray, labels: np.ndarray, kind: str, folds: int, seed: int
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    kind: str,
+    folds: int,
+    seed: int,
+    strata: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray, list[dict]]:
     """The grid value with the best out-of-fold ROC AUC, its out-of-fold scores, and the
     whole grid's results."""
     grid: list[dict] = []
     best: tuple[float, float, np.ndarray] | None = None
     for c in C_GRID:
-        scores = out_of_fold(vectors, labels, kind, c, folds, seed)
+        scores = out_of_fold(vectors, labels, kind, c, folds, seed, strata)
         auc = roc_auc(scores, labels)
         grid.append({"C": c, "oof_auc": auc})
         if best is None or auc > best[0]:

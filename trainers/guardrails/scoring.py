@@ -60,10 +60,11 @@ def sha256(*paths: Path) -> str:
 
 
 def stratified_folds(labels: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
-    """k disjoint row sets covering every row, each with about the same share of positives."""
+    """k disjoint row sets covering every row, each with about the same share of each label
+    (any small integers: 0/1, or strata such as the source of a benign text)."""
     rng = np.random.default_rng(seed)
     folds: list[list[int]] = [[] for _ in range(k)]
-    for label in (0, 1):
+    for label in np.unique(labels).tolist():
         rows = np.flatnonzero(labels == label)
         rng.shuffle(rows)
         for i, row in enumerate(rows):

@@ -45,6 +45,7 @@ from trainers.data import (
 )
 from trainers.guardrails.card import model_card
 from trainers.guardrails.head import LinearHead, choose_c, fit_logreg, out_of_fold
+from trainers.guardrails.in_domain import InDomain
 from trainers.guardrails.scoring import (
     Labelled,
     best_tpr_at_fpr,
@@ -75,6 +76,9 @@ HEAD_FORMAT = "ragrail-injection-classifier/1"
 EMBEDDING_DIR = "embedding"
 # The operating point the issue asks for; the test report shows TPR at this FPR.
 REPORT_FPR = 0.05
+# Stratum of the in-domain benign questions (--in-domain) among the training rows, beside
+# the prompt set's labels 0 and 1: folds and the held-out part keep each stratum's share.
+IN_DOMAIN = 2
 METHODS = {
     "head": "frozen all-MiniLM-L6-v2 (INT8 ONNX) embeddings, logistic regression head, "
     "regularisation and threshold from stratified k-fold out-of-fold scores on train",
@@ -136,6 +140,69 @@ def write_embedding_encoder(base: Path, out: Path, args: argparse.Namespace) -> 
     return EMBEDDING_DIR
 
 
+def choose_threshold(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    strata: np.ndarray,
+    calibration: dict[str, Any],
+    args: argparse.Namespace,
+) -> tuple[float, dict[str, Any]]:
+    """The lowest threshold whose false-positive rate on the prompt set's calibration scores
+    is at most --threshold-fpr and, with in-domain questions, on theirs at most
+    --in-domain-fpr: each kind of benign text is held to its own rate, so neither the many
+    short in-domain questions nor the prompts can hide the other's false positives."""
+    prompts = strata != IN_DOMAIN
+    threshold = threshold_at_fpr(scores[prompts], labels[prompts], args.threshold_fpr)
+    domain = scores[~prompts]
+    domain_stats: dict[str, Any] = {}
+    if len(domain):
+        benign = np.zeros(len(domain), dtype=np.int8)
+        domain_threshold = threshold_at_fpr(domain, benign, args.in_domain_fpr)
+        domain_stats = {
+            "rows": len(domain),
+            "target_fpr": args.in_domain_fpr,
+            "prompt_threshold": round(float(threshold), 6),
+            "prompt_threshold_fpr": round(float((domain >= threshold).mean()), 4),
+            "threshold": round(float(domain_threshold), 6),
+        }
+        threshold = max(threshold, domain_threshold)
+        domain_stats["fpr"] = round(float((domain >= threshold).mean()), 4)
+    calibration.update(
+        {
+            "rows": int(prompts.sum()),
+            "target_fpr": args.threshold_fpr,
+            "auc": roc_auc(scores[prompts], labels[prompts]),
+            **operating_point(scores[prompts], labels[prompts], threshold),
+        }
+    )
+    if domain_stats:
+        calibration["in_domain"] = domain_stats
+    return threshold, calibration
+
+
+def in_domain_test(
+    encoder: Any, head: LinearHead, data: InDomain, threshold: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """False positives on the in-domain test questions: measured, never chosen on."""
+    stats: dict[str, Any] = {
+        "path": str(data.root),
+        "train_questions": len(data.train),
+        "test_questions": len(data.test),
+    }
+    if data.test:
+        scores = head.scores(embed(encoder, data.test, "embed in-domain test", args.batch_size))
+        flagged = int((scores >= threshold).sum())
+        stats["test"] = {
+            "questions": len(data.test),
+            "flagged": flagged,
+            "fpr": round(flagged / len(data.test), 4),
+            "score_quantiles": {
+                q: round(float(np.quantile(scores, float(q))), 4) for q in ("0.5", "0.9", "0.99")
+            },
+        }
+    return stats
+
+
 def default_out(args: argparse.Namespace) -> Path:
     name = args.name or f"injection-minilm-{args.method}"
     version = args.version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -160,6 +227,21 @@ def train(args: argparse.Namespace) -> Path:
         f"test {len(testset.texts)} ({testset.positives} injections)",
         flush=True,
     )
+    in_domain = InDomain.load(args.in_domain) if args.in_domain else None
+    # What the classifier learns from: the prompt set, plus the in-domain benign questions.
+    fitdata, strata = trainset, trainset.labels.copy()
+    if in_domain is not None:
+        extra = len(in_domain.train)
+        fitdata = Labelled(
+            trainset.texts + in_domain.train,
+            np.concatenate([trainset.labels, np.zeros(extra, dtype=np.int8)]),
+        )
+        strata = np.concatenate([trainset.labels, np.full(extra, IN_DOMAIN, dtype=np.int8)])
+        print(
+            f"in-domain {args.in_domain}: {extra} benign training questions, "
+            f"{len(in_domain.test)} test questions (measured only)",
+            flush=True,
+        )
     seed_everything(args.seed)
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
@@ -173,8 +255,15 @@ def train(args: argparse.Namespace) -> Path:
     if args.method == "finetune":
         from trainers.guardrails.finetune import finetune
 
-        fit_rows, held_rows = holdout_split(trainset.labels, args.holdout, args.seed)
-        head, train_stats = finetune(model, trainset.subset(fit_rows), args)
+        fit_rows, held_rows = holdout_split(strata, args.holdout, args.seed)
+        # Injections weigh as many benign prompts as there are per injection in the prompt
+        # set: the in-domain questions are extra negatives, not a reason to push the
+        # classifier toward flagging. Balancing on them too (pos_weight 5.7 instead of 1.7)
+        # measured test AUC 0.979 and TPR 0.900 against 0.995 and 0.933 this way.
+        fit_prompts = strata[fit_rows] != IN_DOMAIN
+        fit_labels = fitdata.labels[fit_rows][fit_prompts]
+        pos_weight = (len(fit_labels) - fit_labels.sum()) / max(int(fit_labels.sum()), 1)
+        head, train_stats = finetune(model, fitdata.subset(fit_rows), args, float(pos_weight))
         model.save(str(out))
     else:
         copy_model_files(base, out)
@@ -185,35 +274,32 @@ def train(args: argparse.Namespace) -> Path:
     del model
     embedding = write_embedding_encoder(base, out, args) if args.method == "finetune" else ""
     encoder = onnx_engine(out, INT8_FILE, threads, args.batch_size)
-    train_vectors = embed(encoder, trainset.texts, "embed train (INT8)", args.batch_size)
+    train_vectors = embed(encoder, fitdata.texts, "embed train (INT8)", args.batch_size)
 
     if args.method == "finetune":
-        held = trainset.subset(held_rows)
+        calibration_rows = held_rows
         calibration_scores = head.scores(train_vectors[held_rows])
-        calibration_labels = held.labels
-        calibration = {"kind": "held-out", "rows": len(held_rows), "fit_rows": len(fit_rows)}
+        calibration = {"kind": "held-out", "fit_rows": len(fit_rows)}
     else:
         c, calibration_scores, grid = choose_c(
-            train_vectors, trainset.labels, "logreg", args.folds, args.seed
+            train_vectors, fitdata.labels, "logreg", args.folds, args.seed, strata
         )
-        calibration_labels = trainset.labels
-        head = fit_logreg(train_vectors, trainset.labels, c, args.seed)
-        calibration = {"kind": f"{args.folds}-fold out-of-fold", "rows": len(trainset.texts)}
-        train_stats = {"C": c, "grid": grid, "examples": len(trainset.texts)}
+        calibration_rows = np.arange(len(fitdata.texts))
+        head = fit_logreg(train_vectors, fitdata.labels, c, args.seed)
+        calibration = {"kind": f"{args.folds}-fold out-of-fold"}
+        train_stats = {"C": c, "grid": grid, "examples": len(fitdata.texts)}
         if args.compare_mlp:
-            mlp = out_of_fold(train_vectors, trainset.labels, "mlp", c, args.folds, args.seed)
-            train_stats["mlp_oof_auc"] = roc_auc(mlp, trainset.labels)
-            train_stats["mlp_oof_at_threshold_fpr"] = best_tpr_at_fpr(
-                mlp, trainset.labels, args.threshold_fpr
+            mlp = out_of_fold(
+                train_vectors, fitdata.labels, "mlp", c, args.folds, args.seed, strata
             )
-    threshold = threshold_at_fpr(calibration_scores, calibration_labels, args.threshold_fpr)
-    calibration.update(
-        {
-            "target_fpr": args.threshold_fpr,
-            "auc": roc_auc(calibration_scores, calibration_labels),
-            **operating_point(calibration_scores, calibration_labels, threshold),
-        }
-    )
+            train_stats["mlp_oof_auc"] = roc_auc(mlp, fitdata.labels)
+            train_stats["mlp_oof_at_threshold_fpr"] = best_tpr_at_fpr(
+                mlp, fitdata.labels, args.threshold_fpr
+            )
+    threshold, calibration = choose_threshold(
+        calibration_scores, fitdata.labels[calibration_rows], strata[calibration_rows],
+        calibration, args,
+    )  # fmt: skip
     print(f"threshold {threshold:.4f} from train ({calibration['kind']}): {calibration}")
 
     test_vectors = embed(encoder, testset.texts, "embed test (INT8)", args.batch_size)
@@ -238,6 +324,8 @@ def train(args: argparse.Namespace) -> Path:
         "train": train_stats,
         "max_length": args.max_length,
     }
+    if in_domain is not None:
+        metrics["in_domain"] = in_domain_test(encoder, head, in_domain, threshold, args)
     write_head(
         out,
         head,
@@ -256,6 +344,13 @@ def train(args: argparse.Namespace) -> Path:
         f"AUC {metrics['test']['auc']:.4f}",
         flush=True,
     )
+    domain = metrics.get("in_domain", {}).get("test")
+    if domain:
+        print(
+            f"in-domain test questions (benign): FPR {domain['fpr']:.3f} "
+            f"({domain['flagged']}/{domain['questions']})",
+            flush=True,
+        )
     manifest = {
         "name": args.name or out.parent.name,
         "version": args.version or out.name,
@@ -269,6 +364,18 @@ def train(args: argparse.Namespace) -> Path:
             "sha256": sha256(train_path, test_path),
             "train_rows": len(trainset.texts),
             "test_rows": len(testset.texts),
+            **(
+                {
+                    "in_domain": {
+                        "path": str(in_domain.root),
+                        "sha256": in_domain.sha256,
+                        "train_questions": len(in_domain.train),
+                        "test_questions": len(in_domain.test),
+                    }
+                }
+                if in_domain is not None
+                else {}
+            ),
         },
         "files": {
             name: {"sha256": file_sha256(out / name), "bytes": (out / name).stat().st_size}
@@ -322,6 +429,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Most false-positive rate on training scores the threshold may have; below the "
         f"{REPORT_FPR} the service is held to, for the gap between train and unseen data.",
     )
+    parser.add_argument(
+        "--in-domain",
+        type=Path,
+        help="A BEIR directory (e.g. ../shared/data/scifact) whose qrels/train.tsv queries are "
+        "benign in-domain questions: trained on as negatives, and the threshold keeps their "
+        "false-positive rate at most --in-domain-fpr too. Its qrels/test.tsv queries are only "
+        "measured (metrics.json in_domain).",
+    )
+    parser.add_argument(
+        "--in-domain-fpr",
+        type=float,
+        default=0.01,
+        help="Most false-positive rate on the in-domain calibration questions.",
+    )
     parser.add_argument("--folds", type=int, default=5, help="head: cross-validation folds.")
     parser.add_argument(
         "--compare-mlp", action="store_true", help="head: also cross-validate an MLP head."
@@ -359,6 +480,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--folds must be at least 2")
     if not 0 < args.threshold_fpr < 1:
         parser.error("--threshold-fpr must be between 0 and 1")
+    if not 0 <= args.in_domain_fpr < 1:
+        parser.error("--in-domain-fpr must be at least 0 and below 1")
     if not 0 < args.holdout < 0.5:
         parser.error("--holdout must be between 0 and 0.5")
     return args
