@@ -208,6 +208,10 @@ async def engine_rates(files: list[Path], args: argparse.Namespace) -> list[floa
     return [statistics.median(r) if r else float("nan") for r in rates]
 
 
+def registry_ref(ref: str) -> str:
+    return ref if ref.startswith("generator/") else f"generator/{ref}"
+
+
 def training_throughput(args: argparse.Namespace, logs: Path) -> list[dict]:
     """Training tokens/s of LoRA and of full fine-tuning: the same `--train-steps` SFT steps
     (same rows, batch 4, 256 tokens) from the first --models entry, each in a fresh process
@@ -215,11 +219,12 @@ def training_throughput(args: argparse.Namespace, logs: Path) -> list[dict]:
     import subprocess
 
     figures = []
+    base = registry_ref((args.models or [base_model.REF])[0])
     for method in ("lora", "full"):
         out = logs / f"sft-{method}"
         command = [
             sys.executable, "-m", "trainers.generator.sft", "--data", str(args.data),
-            "--base", (args.models or [base_model.REF])[0], "--out", str(out), "--method", method,
+            "--base", base, "--out", str(out), "--method", method,
             "--max-steps", str(args.train_steps), "--max-train", str(4 * args.train_steps),
             "--max-eval", "1", "--batch-size", "4", "--max-length", "256", "--skip-before",
             "--save-every", "0", "--threads", str(args.threads),
@@ -301,10 +306,10 @@ def main() -> int:
     rows = pick(heldout, args.limit)
     with tempfile.TemporaryDirectory() as logs:
         results = [evaluate(ref, rows, args, Path(logs)) for ref in args.models]
+        if results:  # printed now: the stages below take minutes more
+            console.print(table(results))
         throughput = training_throughput(args, Path(logs)) if args.train_steps else []
     gguf = gguf_figures(args.gguf, heldout[: args.gguf_rows], args) if args.gguf else []
-    if results:
-        console.print(table(results))
     if gguf:
         console.print(gguf_table(gguf))
         results.append({"gguf": gguf})
