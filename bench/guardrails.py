@@ -17,7 +17,8 @@ configuration, and prints in one run:
   * retrieval rails: share of benign SciFact abstracts dropped, and of the same abstracts
     with a test-split injection inserted;
   * p50/p95 latency through gRPC of CheckInput, CheckRetrieval (5 chunks) and CheckOutput
-    (groundedness on 5 chunks), per engine (nemo: LLMRails; direct: same rails without it);
+    (groundedness on 5 chunks), per engine (nemo: LLMRails; direct: same rails without it;
+    nemo-stock: LLMRails without services/guardrails/colang.py's speed-ups);
   * how often NeMo Guardrails' YARA rule sets fire on benign text (SciFact abstracts and the
     benign prompts), in process.
 """
@@ -399,7 +400,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="Classifier dir (default: newest trained).")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
-    parser.add_argument("--engines", default="nemo,direct", help="nemo,direct")
+    parser.add_argument(
+        "--engines",
+        default="nemo,direct,nemo-stock",
+        help="nemo, direct, nemo-stock (nemo with RAGRAIL_GUARDRAILS_COLANG_SPEEDUPS=false: "
+        "NeMo Guardrails' Colang runtime as shipped, the baseline for the speed-ups)",
+    )
     parser.add_argument("--requests", type=int, default=100, help="Timed output/retrieval calls.")
     parser.add_argument("--pii-texts", type=int, default=0, help="PII texts (0: all 1,500).")
     args = parser.parse_args()
@@ -429,8 +435,12 @@ def main() -> int:
         # measures the default CPU path.
         default = config_dir(root, "default", grounding={"scorer": "embedding"})
         for engine in args.engines.split(","):
-            env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(default),
-                   "RAGRAIL_GUARDRAILS_ENGINE": engine}  # fmt: skip
+            env = {
+                **base_env,
+                "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(default),
+                "RAGRAIL_GUARDRAILS_ENGINE": engine.removesuffix("-stock"),
+                "RAGRAIL_GUARDRAILS_COLANG_SPEEDUPS": str(engine != "nemo-stock").lower(),
+            }
             with service(env, root / f"{engine}.log") as target:
                 client = Client(target)
                 calls = [input_request(r["text"]) for r in injections]

@@ -30,11 +30,15 @@ def failed(rail: str, on_error: str, exc: BaseException) -> Outcome:
     )
 
 
-async def guarded(rail: str, on_error: str, fn: Callable[[], Outcome]) -> Outcome:
-    """fn() on a worker thread (models must not stall the event loop), errors contained."""
+async def guarded(
+    rail: str, on_error: str, fn: Callable[[], Outcome], inline: bool = False
+) -> Outcome:
+    """fn() on a worker thread (models must not stall the event loop), or in the loop when
+    `inline` (rails that take microseconds: a thread hand-off costs more than they do);
+    errors contained."""
     started = time.perf_counter()
     try:
-        outcome = await asyncio.to_thread(fn)
+        outcome = fn() if inline else await asyncio.to_thread(fn)
     except Exception as exc:
         outcome = failed(rail, on_error, exc)
     outcome.details["rail_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -72,31 +76,44 @@ def chunk_rail(
     return run
 
 
-def make_actions(rs: RailSet) -> dict[str, Action]:
+def make_actions(rs: RailSet, prefetch_topics: bool = False) -> dict[str, Action]:
+    """The actions on `rs`. With `prefetch_topics` (the topic rail runs after the injection
+    rail), the injection rail's worker thread also embeds the message for the topic rail,
+    which then finds the vector cached and answers without a thread of its own."""
     cfg = rs.config
+    prefetch = prefetch_topics and rs.general_vectors is not rs.classifier_vectors
 
     async def ragrail_limits(text: str) -> dict[str, Any]:
         return (
-            await guarded("limits", cfg.limits.on_error, lambda: rs.limits.check(text))
+            await guarded("limits", cfg.limits.on_error, lambda: rs.limits.check(text), inline=True)
         ).as_dict()
 
     async def ragrail_deny_list(text: str) -> dict[str, Any]:
+        # Inline: the limits rail runs first and caps the text's length.
         outcome = await guarded(
-            "deny list", cfg.deny_list.on_error, lambda: rs.deny_list.check(text)
+            "deny list", cfg.deny_list.on_error, lambda: rs.deny_list.check(text), inline=True
         )
         return outcome.as_dict()
 
     async def ragrail_injection(text: str) -> dict[str, Any]:
         def run() -> Outcome:
-            return rs.injection.check_vector(rs.classifier_vectors([text])[0])
+            outcome = rs.injection.check_vector(rs.classifier_vectors([text])[0])
+            if prefetch and outcome.verdict != "block":
+                rs.general_vectors([text])
+            return outcome
 
         return (await guarded("injection", cfg.injection.on_error, run)).as_dict()
 
     async def ragrail_topics(text: str) -> dict[str, Any]:
-        def run() -> Outcome:
-            return rs.topics.check_vector(rs.general_vectors([text])[0])
+        vector = rs.general_vectors.cached(text)
 
-        return (await guarded("topics", cfg.topics.on_error, run)).as_dict()
+        def run() -> Outcome:
+            return rs.topics.check_vector(
+                rs.general_vectors([text])[0] if vector is None else vector
+            )
+
+        inline = vector is not None  # only the similarity left to compute
+        return (await guarded("topics", cfg.topics.on_error, run, inline=inline)).as_dict()
 
     async def ragrail_pii(text: str, source: str = "input") -> dict[str, Any]:
         rail = rs.pii_output if source == "output" else rs.pii_input

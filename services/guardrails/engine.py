@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
+from services.guardrails import colang
 from services.guardrails.actions import make_actions
 from services.guardrails.railset import RailSet
 from services.guardrails.results import Activation, Check, decide
@@ -48,12 +49,19 @@ def outcome_of(value: Any) -> tuple[str, str, bool]:
 class Engine(ABC):
     name: str
 
-    def __init__(self, rails_config: Any, railset: RailSet) -> None:
+    def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
+        self.speedups = speedups and colang.install()
         self.config = rails_config
         self.railset = railset
         self.input_rails = list(rails_config.rails.input.flows)
         self.retrieval_rails = list(rails_config.rails.retrieval.flows)
         self.output_rails = list(rails_config.rails.output.flows)
+        flows = self.input_rails
+        self.prefetch_topics = (
+            "ragrail injection" in flows
+            and "ragrail topics" in flows
+            and flows.index("ragrail injection") < flows.index("ragrail topics")
+        )
 
     @abstractmethod
     async def check_input(self, messages: list[dict[str, str]]) -> Check: ...
@@ -140,14 +148,23 @@ def prune_library_flows(llmrails: Any, rails: list[str]) -> int:
     return len(configs) - len(kept)
 
 
+class _NoHistory(dict):
+    """LLMRails keeps every call's events, keyed by its messages, to continue a later call
+    on the same conversation from them. Each check here stands alone (earlier turns come as
+    messages), so that cache would only grow with every request: nothing is kept."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        return None
+
+
 class NemoEngine(Engine):
     name = "nemo"
 
-    def __init__(self, rails_config: Any, railset: RailSet) -> None:
+    def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
         from nemoguardrails import LLMRails
 
-        super().__init__(rails_config, railset)
-        actions = make_actions(railset)
+        super().__init__(rails_config, railset, speedups)
+        actions = make_actions(railset, self.prefetch_topics)
         self.llmrails = LLMRails(rails_config)
         for name, fn in actions.items():
             self.llmrails.register_action(fn, name)
@@ -158,15 +175,18 @@ class NemoEngine(Engine):
         self.retrieval = LLMRails(retrieval_config)
         for name, fn in actions.items():
             self.retrieval.register_action(fn, name)
+        self.llmrails.events_history_cache = _NoHistory()
+        self.retrieval.events_history_cache = _NoHistory()
         dropped = prune_library_flows(self.llmrails, self.input_rails + self.output_rails)
         prune_library_flows(self.retrieval, self.retrieval_rails)
         log.info("unused NeMo Guardrails library flows left out", extra={"flows": dropped})
 
-    @staticmethod
-    async def _run(llmrails: Any, messages: list[dict[str, Any]], rails: list[str]) -> Any:
-        return await llmrails.generate_async(
-            messages=messages, options={"rails": rails, "log": {"activated_rails": True}}
-        )
+    async def _run(self, llmrails: Any, messages: list[dict[str, Any]], rails: list[str]) -> Any:
+        options = {"rails": rails, "log": {"activated_rails": True}}
+        if not self.speedups:
+            return await llmrails.generate_async(messages=messages, options=options)
+        with colang.replaying_incrementally():
+            return await llmrails.generate_async(messages=messages, options=options)
 
     @staticmethod
     def _activations(response: Any) -> list[Activation]:
@@ -261,9 +281,9 @@ class DirectEngine(Engine):
 
     name = "direct"
 
-    def __init__(self, rails_config: Any, railset: RailSet) -> None:
-        super().__init__(rails_config, railset)
-        self.actions = make_actions(railset)
+    def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
+        super().__init__(rails_config, railset, speedups)
+        self.actions = make_actions(railset, self.prefetch_topics)
         known = {
             "input": {
                 "ragrail limits",

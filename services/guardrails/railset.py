@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,17 +42,25 @@ class VectorCache:
         self._embed = embed
         self._items: OrderedDict[str, np.ndarray] = OrderedDict()
         self._size = size
+        self._lock = threading.Lock()  # checks run on several worker threads
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._items]
+        with self._lock:
+            found = {t: self._items[t] for t in texts if t in self._items}
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            for text, vector in zip(missing, self._embed(missing), strict=True):
-                self._items[text] = vector
-                while len(self._items) > self._size:
-                    self._items.popitem(last=False)
-        for t in texts:
-            self._items.move_to_end(t)
-        return np.stack([self._items[t] for t in texts])
+            found.update(zip(missing, self._embed(missing), strict=True))
+        with self._lock:
+            for t in dict.fromkeys(texts):
+                self._items[t] = found[t]
+                self._items.move_to_end(t)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return np.stack([found[t] for t in texts])
+
+    def cached(self, text: str) -> np.ndarray | None:
+        with self._lock:
+            return self._items.get(text)
 
 
 @dataclass

@@ -204,9 +204,10 @@ def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
         config_dir / "config.yml",
         nemo_embedder(rails_config, settings.threads),
     )
-    engine = ENGINES[settings.engine](rails_config, railset)
+    engine = ENGINES[settings.engine](rails_config, railset, settings.colang_speedups)
     info = {
         "engine": settings.engine,
+        "colang_speedups": str(engine.speedups).lower(),
         "config_dir": str(config_dir),
         "injection_model": str(railset.classifier.path / railset.classifier.onnx_file),
         "injection_threshold": f"{railset.injection.threshold:.4f}",

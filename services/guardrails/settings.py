@@ -36,6 +36,12 @@ class GuardrailsSettings(ServiceSettings):
         "activated-rails log; direct: the same rails from the same config, called in order "
         "without LLMRails (faster; NeMo-only flows are refused at startup).",
     )
+    colang_speedups: bool = Field(
+        True,
+        description="engine nemo: replay Colang events incrementally, cache parsed Colang "
+        "expressions and compiled YARA rules (services/guardrails/colang.py; same results, "
+        "measured faster); false runs NeMo Guardrails' runtime as shipped.",
+    )
     injection_model: str = Field(
         "",
         description="Prompt-injection classifier directory (written by `python -m "

@@ -111,7 +111,11 @@ class OnnxEncoder:
         batch_size: int = 32,
         max_length: int = 0,
         normalize: bool = True,
+        spinning: bool = True,
     ) -> None:
+        """`spinning=False`: idle intra-op threads sleep instead of spinning after a run, for
+        callers that run small batches between other CPU work on few cores (the guardrails
+        service: spinning threads there took CPU from the next rail and doubled a check)."""
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
@@ -159,6 +163,8 @@ class OnnxEncoder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        if not spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(
             str(file), sess_options=options, providers=["CPUExecutionProvider"]
         )
