@@ -14,15 +14,19 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from services.guardrails import colang
+from services.guardrails import llm as ragrail_llm
 from services.guardrails.actions import make_actions
 from services.guardrails.railset import RailSet
 from services.guardrails.results import Activation, Check, decide
 
 log = logging.getLogger(__name__)
 NO_QUERY = "(no query)"
+# NeMo Guardrails library flows that prompt the LLM (config.yml `models`, type main).
+LLM_FLOW_PREFIXES = ("self check",)
 
 
 def _ms(started: float) -> float:
@@ -164,8 +168,31 @@ class NemoEngine(Engine):
         from nemoguardrails import LLMRails
 
         super().__init__(rails_config, railset, speedups)
+        ragrail_llm.register()
         actions = make_actions(railset, self.prefetch_topics)
         self.llmrails = LLMRails(rails_config)
+        self.llm = self.llmrails.llm
+        needs_llm = [
+            f for f in self.input_rails + self.output_rails if f.startswith(LLM_FLOW_PREFIXES)
+        ]
+        if needs_llm and self.llm is None:
+            from shared.errors import FailedPrecondition
+
+            raise FailedPrecondition(
+                f"the rails {needs_llm} prompt an LLM, and config.yml configures none: add a "
+                "`models` entry `type: main` (e.g. `engine: ragrail_generator`, `model: "
+                "default`, `parameters: {url: 127.0.0.1:50055}`; services/guardrails/README.md"
+                ", LLM rails) or remove those rails"
+            )
+        if self.llm is not None:
+            log.info(
+                "LLM for the LLM rails",
+                extra={
+                    "provider": getattr(self.llm, "provider_name", ""),
+                    "url": getattr(self.llm, "provider_url", ""),
+                    "rails": needs_llm,
+                },
+            )
         for name, fn in actions.items():
             self.llmrails.register_action(fn, name)
         retrieval_config = rails_config.model_copy(deep=True)
@@ -181,27 +208,66 @@ class NemoEngine(Engine):
         prune_library_flows(self.retrieval, self.retrieval_rails)
         log.info("unused NeMo Guardrails library flows left out", extra={"flows": dropped})
 
-    async def _run(self, llmrails: Any, messages: list[dict[str, Any]], rails: list[str]) -> Any:
+    async def _run(
+        self,
+        llmrails: Any,
+        messages: list[dict[str, Any]],
+        rails: list[str],
+        failures: list[tuple[str, str]],
+    ) -> Any:
+        """LLMRails on the messages; LLM calls that fail meanwhile add (task, why) to
+        `failures`."""
         options = {"rails": rails, "log": {"activated_rails": True}}
-        if not self.speedups:
-            return await llmrails.generate_async(messages=messages, options=options)
-        with colang.replaying_incrementally():
-            return await llmrails.generate_async(messages=messages, options=options)
+        with ragrail_llm.recording_failures(failures):
+            if not self.speedups:
+                return await llmrails.generate_async(messages=messages, options=options)
+            with colang.replaying_incrementally():
+                return await llmrails.generate_async(messages=messages, options=options)
 
     @staticmethod
-    def _activations(response: Any) -> list[Activation]:
+    def _failed(
+        stage: str, flows: list[str], exc: BaseException, failures: list[tuple[str, str]]
+    ) -> Check:
+        """generate_async raised. An LLM rail whose model call failed ends up here (NeMo
+        Guardrails passes LLM errors on): the check is blocked in that rail's name, with why
+        the model did not answer. Anything else is the engine failing."""
+        if not failures:
+            return engine_failed(stage, exc)
+        task, message = failures[-1]
+        flow = task.split(" ")[0].replace("_", " ")
+        rail = flow if flow in flows else "guardrails"
+        reason = f"{message}; failing closed"
+        log.error("LLM rail failed", extra={"rail": rail, "stage": stage, "error": message})
+        return Check("block", rail, reason, "", [Activation(rail, "block", reason, 0, True)])
+
+    @staticmethod
+    def _activations(response: Any, failures: Sequence[tuple[str, str]] = ()) -> list[Activation]:
         out = []
         for rail in response.log.activated_rails:
             verdict, reason, errored = "allow", "", False
             values = [a.return_value for a in rail.executed_actions if a.return_value is not None]
+            llm_calls = [c for a in rail.executed_actions for c in a.llm_calls]
             if values:
                 verdict, reason, errored = outcome_of(values[0])
+                if llm_calls and not reason:
+                    # An LLM rail: its verdict is the model's answer.
+                    reason = "; ".join(
+                        f"{c.llm_provider_name} ({c.llm_model_name}) answered "
+                        f"{(c.completion or '').strip()[:200]!r}"
+                        for c in llm_calls
+                    )
             elif rail.executed_actions:
                 # The rail's action raised inside NeMo Guardrails, which logged it and
                 # stopped the flow: no verdict came back.
                 errored = True
-                reason = "the rail's action raised (see the service log); failing closed"
-            if rail.stop:
+                names = {a.action_name for a in rail.executed_actions}
+                why = [m for task, m in failures if task.split(" ")[0] in names]
+                reason = (
+                    f"{'; '.join(why)}; failing closed"
+                    if why
+                    else "the rail's action raised (see the service log); failing closed"
+                )
+            if rail.stop or errored:
                 verdict = "block"
             out.append(
                 Activation(
@@ -221,13 +287,16 @@ class NemoEngine(Engine):
         started = time.perf_counter()
         if not self.input_rails:
             return Check(ms=_ms(started))
+        failures: list[tuple[str, str]] = []
         try:
-            response = await self._run(self.llmrails, messages, ["input"])
+            response = await self._run(self.llmrails, messages, ["input"], failures)
         except Exception as exc:
-            check = engine_failed("input", exc)
+            check = self._failed("input", self.input_rails, exc, failures)
         else:
             check = decide(
-                messages[-1]["content"], self._content(response), self._activations(response)
+                messages[-1]["content"],
+                self._content(response),
+                self._activations(response, failures),
             )
         check.ms = _ms(started)
         return check
@@ -241,12 +310,13 @@ class NemoEngine(Engine):
         history = [{"role": "context", "content": {"ragrail_context": list(context)}}]
         history += messages or [{"role": "user", "content": NO_QUERY}]
         history.append({"role": "assistant", "content": answer})
+        failures: list[tuple[str, str]] = []
         try:
-            response = await self._run(self.llmrails, history, ["output"])
+            response = await self._run(self.llmrails, history, ["output"], failures)
         except Exception as exc:
-            check = engine_failed("output", exc)
+            check = self._failed("output", self.output_rails, exc, failures)
         else:
-            check = decide(answer, self._content(response), self._activations(response))
+            check = decide(answer, self._content(response), self._activations(response, failures))
         check.ms = _ms(started)
         return check
 
@@ -258,7 +328,7 @@ class NemoEngine(Engine):
             {"role": "user", "content": query or NO_QUERY},
         ]
         try:
-            response = await self._run(self.retrieval, history, ["input"])
+            response = await self._run(self.retrieval, history, ["input"], [])
         except Exception as exc:
             return [engine_failed("retrieval", exc) for _ in chunks]
         per_rail: list[tuple[str, float, list]] = []
