@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from services.gateway import schemas
 from services.gateway.clients import Services
@@ -22,7 +22,10 @@ async def search(
     body: schemas.SearchRequest,
     services: Services = Depends(get_services),
     settings: GatewaySettings = Depends(get_settings),
-) -> schemas.SearchResponse:
+) -> Response:
     """Searches a collection by meaning (dense), keywords (sparse BM25) or both (hybrid), then
     reranks the first stage with a cross-encoder when a reranker is configured."""
-    return await run_search(services, settings, body)
+    result = await run_search(services, settings, body)
+    # Serialized here: the model was built and validated by run_search; FastAPI's
+    # response_model path would validate and encode it again (the hottest route's own CPU).
+    return Response(result.model_dump_json(), media_type="application/json")
