@@ -344,7 +344,7 @@ for _name, _module in TRAINERS.items():
 
 @app.command("export", context_settings=PASS_THROUGH)
 def export(ctx: typer.Context) -> None:
-    """Export a registry generator: merge (LoRA into HF), gguf (F16/Q8_0/Q4_K_M), modelopt
+    """Export a registry generator: merge (LoRA into HF), gguf (F16/Q8_0/Q4_K), modelopt
     (FP8/INT4-AWQ, GPU). Flags go to trainers.generator.export: `ragrail export --help`."""
     _run_main("trainers.generator.export", list(ctx.args))
 
