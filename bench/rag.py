@@ -23,6 +23,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -113,6 +114,26 @@ def chat_load(url: str, questions: list[str], clients: int, max_tokens: int) -> 
     }
 
 
+async def timed(
+    queries: list[str], clients: int, one: Callable[[str], Awaitable[object]]
+) -> list[float]:
+    """Milliseconds of `one(query)` for every query, `clients` at a time from this loop."""
+    latencies: list[float] = []
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for q in queries:
+        queue.put_nowait(q)
+
+    async def worker() -> None:
+        while not queue.empty():
+            query = queue.get_nowait()
+            start = time.perf_counter()
+            await one(query)
+            latencies.append((time.perf_counter() - start) * 1000)
+
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return latencies
+
+
 async def direct_search(
     embedder_url: str, retriever_url: str, queries: list[str], clients: int, top_k: int
 ) -> list[float]:
@@ -128,36 +149,29 @@ async def direct_search(
 
     embedder = ServiceClient("embedder", embedder_url, embedder_pb2_grpc.EmbedderStub)
     retriever = ServiceClient("retriever", retriever_url, retriever_pb2_grpc.RetrieverStub)
-    latencies: list[float] = []
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for q in queries:
-        queue.put_nowait(q)
 
-    async def worker() -> None:
-        while not queue.empty():
-            query = queue.get_nowait()
-            start = time.perf_counter()
-            reply = await embedder.call(
-                "Embed",
-                embedder_pb2.EmbedRequest(texts=[query], input_type=embedder_pb2.INPUT_TYPE_QUERY),
-            )
-            await retriever.call(
-                "Search",
-                retriever_pb2.SearchRequest(
-                    collection=COLLECTION,
-                    query_text=query,
-                    query_vector=list(reply.embeddings[0].values),
-                    mode=retriever_pb2.SEARCH_MODE_HYBRID,
-                    top_k=top_k,
-                    fusion=retriever_pb2.FUSION_METHOD_RRF,
-                ),
-            )
-            latencies.append((time.perf_counter() - start) * 1000)
+    async def one(query: str) -> None:
+        reply = await embedder.call(
+            "Embed",
+            embedder_pb2.EmbedRequest(texts=[query], input_type=embedder_pb2.INPUT_TYPE_QUERY),
+        )
+        await retriever.call(
+            "Search",
+            retriever_pb2.SearchRequest(
+                collection=COLLECTION,
+                query_text=query,
+                query_vector=list(reply.embeddings[0].values),
+                mode=retriever_pb2.SEARCH_MODE_HYBRID,
+                top_k=top_k,
+                fusion=retriever_pb2.FUSION_METHOD_RRF,
+            ),
+        )
 
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    await embedder.close()
-    await retriever.close()
-    return latencies
+    try:
+        return await timed(queries, clients, one)
+    finally:
+        await embedder.close()
+        await retriever.close()
 
 
 async def gateway_search(url: str, queries: list[str], clients: int, top_k: int) -> list[float]:
@@ -165,24 +179,15 @@ async def gateway_search(url: str, queries: list[str], clients: int, top_k: int)
     baseline (so both sides pay the same client-side costs)."""
     import httpx
 
-    latencies: list[float] = []
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for q in queries:
-        queue.put_nowait(q)
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
 
-    async def worker(http: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            query = queue.get_nowait()
-            start = time.perf_counter()
+        async def one(query: str) -> None:
             body = {"query": query, "collection": COLLECTION, "top_k": top_k, "rerank": False}
             reply = await http.post("/v1/search", json=body)
             reply.raise_for_status()
             reply.json()
-            latencies.append((time.perf_counter() - start) * 1000)
 
-    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-        await asyncio.gather(*(worker(http) for _ in range(clients)))
-    return latencies
+        return await timed(queries, clients, one)
 
 
 def run(url: str, args: argparse.Namespace, corpus: dict, questions: list[str]) -> None:

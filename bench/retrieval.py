@@ -326,28 +326,21 @@ def run_variant(
             client, queries, qrels, f"{variant.name} {mode}", mode=mode, top_k=300, rerank=False
         )
     if with_rerank:
-        rows["hybrid + rerank"] = evaluate(
-            client,
-            queries,
-            qrels,
-            f"{variant.name} rerank",
-            mode="hybrid",
-            rerank=True,
-            vdb_top_k=args.rerank_depth,
-            reranker_top_k=args.rerank_depth,
-            rerank_fusion="none",
-        )
-        rows["hybrid + rerank, RRF"] = evaluate(
-            client,
-            queries,
-            qrels,
-            f"{variant.name} rerank rrf",
-            mode="hybrid",
-            rerank=True,
-            vdb_top_k=args.rerank_depth,
-            reranker_top_k=args.rerank_depth,
-            rerank_fusion="rrf",
-        )
+        for row, label, fusion in (
+            ("hybrid + rerank", "rerank", "none"),
+            ("hybrid + rerank, RRF", "rerank rrf", "rrf"),
+        ):
+            rows[row] = evaluate(
+                client,
+                queries,
+                qrels,
+                f"{variant.name} {label}",
+                mode="hybrid",
+                rerank=True,
+                vdb_top_k=args.rerank_depth,
+                reranker_top_k=args.rerank_depth,
+                rerank_fusion=fusion,
+            )
     return {"ingest_s": seconds, "chunks": chunks, "rows": rows}
 
 

@@ -61,11 +61,11 @@ class Target(str):
     process: subprocess.Popen[bytes]
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, 30 s to drain, then SIGKILL."""
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM, `timeout` seconds to drain, then SIGKILL."""
     process.terminate()
     try:
-        process.wait(timeout=30)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()

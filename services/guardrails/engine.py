@@ -52,9 +52,9 @@ def outcome_of(value: Any) -> tuple[str, str, bool]:
 
 class Engine(ABC):
     name: str
+    speedups = False  # the Colang runtime speed-ups are in use (colang.py; nemo engine only)
 
     def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
-        self.speedups = speedups and colang.install()
         self.config = rails_config
         self.railset = railset
         self.input_rails = list(rails_config.rails.input.flows)
@@ -168,6 +168,7 @@ class NemoEngine(Engine):
         from nemoguardrails import LLMRails
 
         super().__init__(rails_config, railset, speedups)
+        self.speedups = speedups and colang.install()
         ragrail_llm.register()
         actions = make_actions(railset, self.prefetch_topics)
         self.llmrails = LLMRails(rails_config)

@@ -107,7 +107,6 @@ class GeneratorLLM:
         self.timeout_s = float(timeout_s)
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
-        self.calls = 0
         self._served = ""  # the model the generator says it answered with
         self._clients: dict[int, Any] = {}
 
@@ -160,9 +159,9 @@ class GeneratorLLM:
         from nemoguardrails.types import LLMResponse, UsageInfo
 
         from shared.errors import RagrailError
+        from shared.proto.ragrail.v1 import generator_pb2
 
         request = self._request(prompt, stop, kwargs)
-        self.calls += 1
         try:
             reply = await self._client().call("Generate", request, timeout_s=self.timeout_s)
         except (RagrailError, OSError, TimeoutError) as exc:
@@ -177,7 +176,10 @@ class GeneratorLLM:
             raise GeneratorLLMError(message) from exc
         if reply.model:  # a packaged model's absolute path says no more than its file name
             self._served = Path(reply.model).name if reply.model.startswith("/") else reply.model
-        finish = {1: "stop", 2: "length"}.get(int(reply.finish_reason), "other")
+        finish = {
+            generator_pb2.FINISH_REASON_STOP: "stop",
+            generator_pb2.FINISH_REASON_LENGTH: "length",
+        }.get(reply.finish_reason, "other")
         return LLMResponse(
             content=reply.text,
             model=reply.model or self._model,

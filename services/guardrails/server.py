@@ -17,7 +17,7 @@ import numpy as np
 
 from services.guardrails.classifier import InjectionClassifier
 from services.guardrails.engine import ENGINES, Engine
-from services.guardrails.railset import embedding_source, load_railset, paired_encoder
+from services.guardrails.railset import RailSet, embedding_source, load_railset, paired_encoder
 from services.guardrails.results import Check
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition, InvalidArgument
@@ -195,7 +195,8 @@ def nemo_embedder(rails_config: Any, threads: int) -> Any:
     return build
 
 
-def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
+def load_rails(settings: GuardrailsSettings) -> tuple[Any, RailSet]:
+    """The NeMo Guardrails configuration and ragrail's rails (models loaded) it names."""
     config_dir = settings.config_path()
     rails_config = load_rails_config(config_dir)
     railset = load_railset(
@@ -204,6 +205,12 @@ def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
         config_dir / "config.yml",
         nemo_embedder(rails_config, settings.threads),
     )
+    return rails_config, railset
+
+
+def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
+    config_dir = settings.config_path()
+    rails_config, railset = load_rails(settings)
     engine = ENGINES[settings.engine](rails_config, railset, settings.colang_speedups)
     info = {
         "engine": settings.engine,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, stop_process
 
 PEER = REPO / "tests" / "generator" / "triton_peer"
 DEPLOY_MODEL = REPO / "deploy" / "triton" / "model_repository" / "tensorrt_llm"
@@ -144,9 +144,4 @@ def triton_peer(root: Path, gguf: Path) -> Iterator[TritonPeer]:
         wait_ready(peer, ("tensorrt_llm", "ensemble"), timeout=240)
         yield peer
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=60)

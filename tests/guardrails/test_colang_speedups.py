@@ -14,8 +14,7 @@ import pytest
 
 from services.guardrails import colang
 from services.guardrails.engine import NemoEngine
-from services.guardrails.railset import load_railset
-from services.guardrails.server import load_rails_config, nemo_embedder
+from services.guardrails.server import load_rails
 from services.guardrails.settings import GuardrailsSettings
 from tests.guardrails.conftest import config_copy
 
@@ -95,13 +94,7 @@ def parts(injection_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     config_dir = config_copy(tmp_path_factory.mktemp("colang") / "config")
     os.environ.setdefault("NEMO_GUARDRAILS_NO_USAGE_STATS", "1")
     settings = GuardrailsSettings(injection_model=str(injection_model), config_dir=str(config_dir))
-    rails_config = load_rails_config(config_dir)
-    railset = load_railset(
-        settings,
-        rails_config.custom_data or {},
-        config_dir / "config.yml",
-        nemo_embedder(rails_config, settings.threads),
-    )
+    rails_config, railset = load_rails(settings)
     was_installed = bool(colang._installed)
     colang.uninstall()
     yield rails_config, railset

@@ -22,7 +22,7 @@ from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_g
 from tests.conftest import free_port, grpc_service
 from tests.generator.conftest import Service, start, stop, wait_serving
 from tests.guardrails.conftest import config_copy
-from tests.guardrails.test_failures import start_and_fail
+from tests.guardrails.test_failures import input_check, start_and_fail
 
 pytestmark = pytest.mark.integration
 ALLOW, BLOCK = guardrails_pb2.VERDICT_ALLOW, guardrails_pb2.VERDICT_BLOCK
@@ -64,19 +64,6 @@ def generator_requests(service: Service) -> float:
     )
 
 
-def check_input(target: str, text: str) -> guardrails_pb2.RailResult:
-    async def go() -> guardrails_pb2.RailResult:
-        async with grpc.aio.insecure_channel(target) as channel:
-            return await guardrails_pb2_grpc.GuardrailsStub(channel).CheckInput(
-                guardrails_pb2.CheckInputRequest(
-                    messages=[common_pb2.ChatMessage(role="user", content=text)]
-                ),
-                timeout=120,
-            )
-
-    return asyncio.run(go())
-
-
 def check_output(target: str, answer: str) -> guardrails_pb2.RailResult:
     async def go() -> guardrails_pb2.RailResult:
         async with grpc.aio.insecure_channel(target) as channel:
@@ -113,7 +100,7 @@ def test_self_checks_run_on_the_generator_and_report_their_verdict(
     }
     with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
         before = generator_requests(generator)
-        result = check_input(target, "How do honeybees tell each other where flowers are?")
+        result = input_check(target, "How do honeybees tell each other where flowers are?")
         rail = activation(result, "self check input")
         assert not rail.errored, result
         assert rail.verdict in (ALLOW, BLOCK)
@@ -145,7 +132,7 @@ def test_unreachable_generator_blocks_input_and_says_why(
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
     }
     with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
-        result = check_input(target, "What is a waggle dance?")
+        result = input_check(target, "What is a waggle dance?")
         assert result.verdict == BLOCK, result
         assert result.rail == "self check input"
         rail = activation(result, "self check input")
