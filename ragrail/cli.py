@@ -224,7 +224,9 @@ def _rails_summary(report: dict) -> str:
             why = f" ({outcome['reason']})" if outcome.get("reason") else ""
             fired.append(f"{stage} {outcome['verdict']} by {outcome.get('rail') or 'a rail'}{why}")
     for change in report.get("retrieval") or []:
-        fired.append(f"retrieval {change['verdict']} chunk {change['id']} by {change['rail']}")
+        # The gateway names a retrieved chunk by chunk_id (GuardrailsReport.retrieval).
+        chunk = change.get("chunk_id") or change.get("id") or "?"
+        fired.append(f"retrieval {change['verdict']} chunk {chunk} by {change.get('rail') or 'a rail'}")
     return "; ".join(fired) if fired else "all passed"
 
 

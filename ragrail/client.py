@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from services.gateway.ingest.parsers import SUPPORTED
+from shared.formats import SUPPORTED
 
 DEFAULT_URL = os.environ.get("RAGRAIL_GATEWAY_URL", "http://127.0.0.1:8080")
 

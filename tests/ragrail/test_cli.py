@@ -134,3 +134,36 @@ def test_search_against_a_missing_gateway_says_how_to_fix_it() -> None:
     )
     assert result.returncode == 1
     assert "ragrail up" in result.stdout
+
+
+def test_rails_summary_names_the_chunks_the_retrieval_rails_changed() -> None:
+    from ragrail.cli import _rails_summary
+
+    report = {
+        "enabled": True,
+        "input": {"verdict": "allow", "rail": "", "reason": ""},
+        # the gateway's GuardrailsReport.retrieval entries name a chunk by chunk_id
+        "retrieval": [
+            {"chunk_id": "abc-000001", "verdict": "block", "rail": "injection", "reason": "x"},
+            {"chunk_id": "abc-000002", "verdict": "modify", "rail": "mask pii", "reason": ""},
+        ],
+        "output": {"verdict": "block", "rail": "self check", "reason": "unsafe"},
+    }
+    assert _rails_summary(report) == (
+        "output block by self check (unsafe); retrieval block chunk abc-000001 by injection; "
+        "retrieval modify chunk abc-000002 by mask pii"
+    )
+    assert _rails_summary({"enabled": True, "retrieval": []}) == "all passed"
+    assert _rails_summary({"enabled": False}) == "off"
+
+
+def test_the_http_client_imports_neither_the_gateway_nor_grpc() -> None:
+    code = (
+        "import sys, ragrail.client; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'services')); "
+        "assert not bad, bad; "
+        "from shared.formats import SUPPORTED; "
+        "assert ragrail.client.SUPPORTED is SUPPORTED"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

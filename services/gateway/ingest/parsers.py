@@ -24,6 +24,17 @@ from typing import Any
 import grpc
 
 from shared.errors import InvalidArgument, RagrailError
+from shared.formats import (
+    APPLICATION_DOCX,
+    APPLICATION_JSON,
+    APPLICATION_PDF,
+    SUPPORTED,
+    TEXT_CSV,
+    TEXT_HTML,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    TEXT_RST,
+)
 
 __all__ = [
     "SUPPORTED",
@@ -36,39 +47,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TEXT_PLAIN = "text/plain"
-TEXT_MARKDOWN = "text/markdown"
-TEXT_HTML = "text/html"
-APPLICATION_PDF = "application/pdf"
-APPLICATION_DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-
-SUPPORTED: dict[str, str] = {
-    ".txt": TEXT_PLAIN,
-    ".text": TEXT_PLAIN,
-    ".md": TEXT_MARKDOWN,
-    ".markdown": TEXT_MARKDOWN,
-    ".rst": "text/x-rst",
-    ".csv": "text/csv",
-    ".json": "application/json",
-    ".html": TEXT_HTML,
-    ".htm": TEXT_HTML,
-    ".pdf": APPLICATION_PDF,
-    ".docx": APPLICATION_DOCX,
-}
-"""File extension (lower case, with the dot) -> canonical content type."""
-
 # Declared MIME types we accept besides the canonical ones above, mapped to the canonical type.
 _MIME_ALIASES: dict[str, str] = {
     "text/x-markdown": TEXT_MARKDOWN,
     "text/md": TEXT_MARKDOWN,
     "application/xhtml+xml": TEXT_HTML,
     "application/x-pdf": APPLICATION_PDF,
-    "text/rst": "text/x-rst",
-    "text/json": "application/json",
+    "text/rst": TEXT_RST,
+    "text/json": APPLICATION_JSON,
 }
 
 # Content types whose bytes are decoded and kept as (normalised) text.
-_PLAIN_TYPES = frozenset({TEXT_PLAIN, "text/x-rst", "text/csv", "application/json"})
+_PLAIN_TYPES = frozenset({TEXT_PLAIN, TEXT_RST, TEXT_CSV, APPLICATION_JSON})
 
 # Reject text that decodes with more than this share of U+FFFD / control characters.
 _MAX_JUNK_RATIO = 0.3
