@@ -23,6 +23,21 @@ GRPC_ERRORS = Counter(
     "gRPC calls that ended with a status other than OK.",
     ["service", "method", "code"],
 )
+GRPC_AUTH_REJECTED = Counter(
+    "ragrail_grpc_auth_rejected_total",
+    "gRPC calls refused for a missing or wrong shared token.",
+    ["service", "method"],
+)
+GRPC_CANCELLED = Counter(
+    "ragrail_grpc_cancelled_total",
+    "gRPC calls whose client cancelled or left before the answer was complete.",
+    ["service", "method"],
+)
+CLIENT_RETRIES = Counter(
+    "ragrail_grpc_client_retries_total",
+    "Calls to a peer service tried again after it was unavailable (a restart, a late start).",
+    ["service", "method"],
+)
 
 
 def start_metrics_server(host: str, port: int) -> int:

@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from shared import metrics
 from shared.errors import RagrailError
+from shared.grpc_security import GrpcSecuritySettings, TokenAuthInterceptor, server_credentials
 from shared.logging import configure_logging
 from shared.settings import ServiceSettings
 from shared.tracing import incoming_context, setup_tracing, shutdown_tracing, tracer
@@ -138,6 +139,7 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
             yield outcome
         except asyncio.CancelledError:
             outcome["code"] = grpc.StatusCode.CANCELLED
+            metrics.GRPC_CANCELLED.labels(self.service, method).inc()
             raise
         finally:
             elapsed = time.perf_counter() - start
@@ -185,10 +187,25 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
     """Loads the service, serves until SIGTERM/SIGINT, then drains in-flight calls and exits."""
     service = settings.service_name
     started = time.perf_counter()
+    # Security settings first: a misnamed certificate should stop the service before it
+    # spends a minute loading models.
+    security = GrpcSecuritySettings()
+    credentials = server_credentials(security)
+    token = security.shared_token()
     built = await build()
     max_bytes = settings.max_message_mb * 1024 * 1024
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if token:
+
+        def rejected(method: str) -> None:
+            name = method.rsplit("/", 1)[-1]
+            metrics.GRPC_AUTH_REJECTED.labels(service, name).inc()
+            log.warning("rpc rejected", extra={"method": name, "code": "UNAUTHENTICATED"})
+
+        interceptors.append(TokenAuthInterceptor(token, rejected))
+    interceptors.append(ErrorsAndMetricsInterceptor(service))
     server = grpc.aio.server(
-        interceptors=[ErrorsAndMetricsInterceptor(service)],
+        interceptors=interceptors,
         options=[
             ("grpc.max_send_message_length", max_bytes),
             ("grpc.max_receive_message_length", max_bytes),
@@ -201,16 +218,21 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
     for spec in built.specs:
         spec.add_to_server(spec.servicer, server)
     names = [spec.full_name for spec in built.specs]
-    reflection.enable_server_reflection(
-        [
-            *names,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ],
-        server,
-    )
+    if security.reflection:
+        reflection.enable_server_reflection(
+            [
+                *names,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            server,
+        )
     address = f"{settings.host}:{settings.port}"
-    port = server.add_insecure_port(address)
+    port = (
+        server.add_secure_port(address, credentials)
+        if credentials is not None
+        else server.add_insecure_port(address)
+    )
     if port == 0:
         raise SystemExit(f"{service}: cannot bind {address}; is another process using the port?")
     await server.start()
@@ -227,6 +249,9 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
             "grpc_port": port,
             "metrics_port": metrics_port,
             "address": f"{settings.host}:{port}",
+            "tls": credentials is not None,
+            "mtls": bool(security.tls_client_ca_file),
+            "token_auth": bool(token),
             "startup_s": round(time.perf_counter() - started, 2),
             **built.ready_message,
         },
