@@ -65,7 +65,17 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
     reranker when `env` or models/ give it a model) on free ports in a scratch directory, with
     `env` on top; yields the gateway URL. The process environment is restored afterwards, so
     suites can run one after another."""
+    with suite_supervisor(env) as supervisor:
+        yield supervisor.child("gateway").url
+
+
+@contextlib.contextmanager
+def suite_supervisor(env: dict[str, str] | None = None, *, restart: bool = False) -> Iterator:
+    """`running_suite`, yielding its launcher Supervisor (children, their processes and logs).
+    With `restart`, the Supervisor also restarts a child that exits, as `ragrail up` does (in a
+    background thread), so a benchmark can kill a service and watch it come back."""
     import socket
+    import threading
 
     from ragrail.launcher import Supervisor
 
@@ -99,10 +109,23 @@ def running_suite(env: dict[str, str] | None = None) -> Iterator[str]:
             }
         )
         supervisor = Supervisor(Path(tmp), print)
+        stop: asyncio.Event | None = None
+        loop = asyncio.new_event_loop()
+        watcher = None
         try:
-            asyncio.run(supervisor.up())
-            yield supervisor.child("gateway").url
+            loop.run_until_complete(supervisor.up())
+            if restart:
+                stop = asyncio.Event()
+                watcher = threading.Thread(
+                    target=loop.run_until_complete, args=(supervisor.watch(stop),), daemon=True
+                )
+                watcher.start()
+            yield supervisor
         finally:
+            if stop is not None and watcher is not None:
+                loop.call_soon_threadsafe(stop.set)
+                watcher.join(timeout=10)
             supervisor.down()
+            loop.close()
             os.environ.clear()
             os.environ.update(saved)
