@@ -247,7 +247,7 @@ class RawTransformers:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from services.generator.backends.models import configured_model
+        from shared.models.generator_files import configured_model
 
         path = configured_model(model)
         where, extra = (str(path.parent), {"gguf_file": path.name}) if path.is_file() else (
@@ -447,7 +447,7 @@ def main() -> int:
     args.concurrency = sorted({int(c) for c in args.concurrency.split(",")})
     args.prompts = max(1, min(args.prompts, len(PROMPTS)))
     os.chdir(REPO)
-    from services.generator.backends.models import configured_model, cpu_threads
+    from shared.models.generator_files import configured_model, cpu_threads
 
     args.threads = cpu_threads(args.threads)
     load = os.getloadavg()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from services.generator.backends import load_engine
-from services.generator.backends.models import from_registry
+from services.generator.model_files import from_registry
 from services.generator.settings import GeneratorSettings
 from shared.errors import RagrailError
 

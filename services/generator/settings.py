@@ -14,6 +14,9 @@ from shared.settings import (
     service_config,
 )
 
+# The keys of backends.ENGINES (tests/generator/test_validation.py checks that they agree).
+EngineName = Literal["llamacpp", "torch", "triton"]
+
 
 class GeneratorSettings(ServiceSettings):
     service_name: ClassVar[str] = "generator"
@@ -21,7 +24,7 @@ class GeneratorSettings(ServiceSettings):
 
     port: int = port_field(DEFAULT_PORTS["generator"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["generator"][1])
-    engine: Literal["llamacpp", "torch", "triton"] = Field(
+    engine: EngineName = Field(
         "llamacpp",
         description="Inference engine (services/generator/backends): llamacpp (llama-cpp-python "
         "on a GGUF file), torch (Hugging Face transformers on a model directory, with an "

@@ -4,11 +4,13 @@ whichever vector store the configuration names."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from services.retriever import fusion
 from services.retriever.backends import load_backend
-from services.retriever.backends.base import ChunkRecord, VectorStore, validate_collection_name
+from services.retriever.backends.base import ChunkRecord, VectorStore
+from services.retriever.backends.validation import MAX_DIMENSION, validate_collection_name
 from services.retriever.filters import parse_filter
 from services.retriever.settings import RetrieverSettings
 from shared.errors import InvalidArgument, NotFound
@@ -17,11 +19,12 @@ from shared.server import BlockingRunner, Built, ServiceSpec
 from shared.structs import dict_to_struct, struct_to_dict
 from shared.version import VERSION
 
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
 pb = retriever_pb2
 DEFAULT_TOP_K = 10
 DEFAULT_RRF_K = 60
 DEFAULT_DOCUMENT_PAGE = 100
-MAX_DIMENSION = 32_768
 
 
 def chunk_to_proto(chunk: ChunkRecord, include_vector: bool = False) -> pb.Chunk:
@@ -138,6 +141,13 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             seen.add(chunk.id)
             if not chunk.document_id or len(chunk.document_id) > 512:
                 raise InvalidArgument(f"{where}: document_id must be 1-512 characters")
+            # Checked before anything is stored: an id with a control character cannot be
+            # named in a Milvus expression, so its document could not be listed or deleted.
+            for field, value in (("id", chunk.id), ("document_id", chunk.document_id)):
+                if _CONTROL_RE.search(value):
+                    raise InvalidArgument(
+                        f"{where}: {field} contains a control character; ids must be printable text"
+                    )
             if not chunk.text.strip():
                 raise InvalidArgument(f"{where}: text is empty")
             if len(chunk.text) > self.settings.max_chunk_chars:

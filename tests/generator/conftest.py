@@ -151,7 +151,7 @@ def hf_model_from_gguf(out: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from services.generator.backends.models import packaged_gguf
+    from shared.models.generator_files import packaged_gguf
 
     gguf = packaged_gguf()
     loaded = AutoModelForCausalLM.from_pretrained(

@@ -19,7 +19,7 @@ from services.generator.backends.base import (
     Message,
     Sampling,
 )
-from services.generator.backends.scheduler import (
+from services.generator.scheduler import (
     BatchModel,
     LocalEngine,
     Scheduler,

@@ -25,7 +25,7 @@ import httpx
 import pytest
 import yaml
 
-from services.generator.backends.models import packaged_gguf
+from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import REPO, free_port, grpc_service
 from tests.generator.triton_server import TritonPeer, pytriton_missing, triton_peer

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
-from services.generator.settings import GeneratorSettings
+from services.generator.backends import ENGINES
+from services.generator.settings import EngineName, GeneratorSettings
 from services.generator.validation import fit_max_tokens, messages_of, sampling_of
 from shared.errors import InvalidArgument
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2
@@ -80,3 +83,12 @@ def test_settings_that_cannot_work_are_refused() -> None:
         GeneratorSettings(context_length=4096, kv_cache_tokens=1000)
     with pytest.raises(ValueError, match="LoRA adapters load in the torch engine"):
         GeneratorSettings(adapter="/tmp/lora")
+
+
+def test_engine_setting_accepts_exactly_the_registered_engines() -> None:
+    """RAGRAIL_GENERATOR_ENGINE is validated by settings.EngineName and resolved through
+    backends.ENGINES; an engine in one and not the other would fail only at startup."""
+    assert set(get_args(EngineName)) == set(ENGINES)
+    for name, target in ENGINES.items():
+        module, _, cls = target.partition(":")
+        assert module == f"services.generator.backends.{name}" and cls.endswith("Engine")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.generator.backends.models import from_registry
+from services.generator.model_files import from_registry
 from services.generator.settings import GeneratorSettings
 from shared import registry
 from shared.errors import FailedPrecondition

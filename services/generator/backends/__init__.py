@@ -1,14 +1,21 @@
-"""Generator engines, chosen by `RAGRAIL_GENERATOR_ENGINE`.
+"""Generator engines, chosen by `RAGRAIL_GENERATOR_ENGINE` from the ENGINES table.
 
-An engine implements `backends.base.Engine`; add one by naming its class here (and in the
-`engine` Literal of settings.py). Engines are imported only when chosen, so the service
-loads the heavy packages of the engine it runs and no other.
+This package holds only engines: the contract (base.py) and one module per engine (the
+triton engine's tensor protocols beside it). What engines share lives one level up:
+chat_template.py (chat templates and tokenizers), model_files.py (the files a registry
+version names) and scheduler.py (continuous batching for engines that run the model in
+this process).
+
+Add an engine by naming its class in ENGINES and its name in settings.EngineName (a test
+checks that the two agree); docs/adding-a-generator-engine.md has the steps. Engines are
+imported only when chosen, so the service loads the heavy packages of the engine it runs and
+no other.
 """
 
 from __future__ import annotations
 
 from services.generator.backends.base import Engine
-from services.generator.backends.models import from_registry
+from services.generator.model_files import from_registry
 from services.generator.settings import GeneratorSettings
 from shared.backends import backend_class
 from shared.errors import FailedPrecondition

@@ -19,17 +19,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from services.generator.backends.base import EngineInfo, Message
-from services.generator.backends.chat import gguf_encode, gguf_formatter, gguf_render
-from services.generator.backends.models import configured_model, cpu_threads
-from services.generator.backends.scheduler import (
-    BatchModel,
-    LocalEngine,
-    Scheduler,
-    SchedulerLimits,
-    Sequence,
-)
+from services.generator.chat_template import gguf_encode, gguf_formatter, gguf_render
+from services.generator.scheduler import BatchModel, LocalEngine, Sequence
 from services.generator.settings import GeneratorSettings
 from shared.errors import FailedPrecondition
+from shared.models.generator_files import configured_model, cpu_threads
 
 log = logging.getLogger(__name__)
 
@@ -228,16 +222,7 @@ class LlamaCppEngine(LocalEngine):
         self.path = path
         self.model = LlamaCppModel(str(path), settings)
         self.formatter = gguf_formatter(self.model.model, path)
-        self.scheduler = Scheduler(
-            self.model,
-            SchedulerLimits(
-                max_batch_size=settings.max_batch_size,
-                queue_size=settings.queue_size,
-                kv_cache_tokens=self.model.kv_tokens,
-                context_length=self.model.context_length,
-            ),
-            self.name,
-        )
+        self.schedule(self.model, settings, self.model.kv_tokens, self.model.context_length)
         log.info(
             "llama.cpp model loaded",
             extra={
@@ -249,7 +234,6 @@ class LlamaCppEngine(LocalEngine):
         )
 
     def info(self) -> EngineInfo:
-        running, waiting = self.scheduler.load()
         return EngineInfo(
             engine=self.name,
             model=str(self.path),
@@ -257,10 +241,7 @@ class LlamaCppEngine(LocalEngine):
             details={
                 "device": "cpu",
                 "threads": str(self.model.threads),
-                "max_batch_size": str(self.model.max_batch),
-                "kv_cache_tokens": str(self.model.kv_tokens),
-                "running": str(running),
-                "waiting": str(waiting),
+                **self.scheduler_details(),
             },
         )
 

@@ -24,18 +24,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from services.generator.backends.base import EngineInfo, Message, Sampling
-from services.generator.backends.chat import hf_encode, hf_render
-from services.generator.backends.models import configured_model, cpu_threads
-from services.generator.backends.scheduler import (
-    BatchModel,
-    LocalEngine,
-    Scheduler,
-    SchedulerLimits,
-    Sequence,
-)
+from services.generator.chat_template import hf_encode, hf_render
+from services.generator.scheduler import BatchModel, LocalEngine, Sequence
 from services.generator.settings import GeneratorSettings
 from shared.backends import resolve_torch_device
 from shared.errors import FailedPrecondition
+from shared.models.generator_files import configured_model, cpu_threads
 
 log = logging.getLogger(__name__)
 
@@ -391,17 +385,7 @@ class TorchEngine(LocalEngine):
 
     def __init__(self, settings: GeneratorSettings) -> None:
         self.model = TorchModel(settings)
-        self.settings = settings
-        self.scheduler = Scheduler(
-            self.model,
-            SchedulerLimits(
-                max_batch_size=settings.max_batch_size,
-                queue_size=settings.queue_size,
-                kv_cache_tokens=self.model.kv_tokens,
-                context_length=self.model.context_length,
-            ),
-            self.name,
-        )
+        self.schedule(self.model, settings, self.model.kv_tokens, self.model.context_length)
         log.info(
             "torch model loaded",
             extra={
@@ -414,15 +398,11 @@ class TorchEngine(LocalEngine):
         )
 
     def info(self) -> EngineInfo:
-        running, waiting = self.scheduler.load()
         details = {
             "device": self.model.device,
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "threads": str(self.model.threads),
-            "max_batch_size": str(self.settings.max_batch_size),
-            "kv_cache_tokens": str(self.model.kv_tokens),
-            "running": str(running),
-            "waiting": str(waiting),
+            **self.scheduler_details(),
         }
         if self.model.adapter:
             details["adapter"] = self.model.adapter

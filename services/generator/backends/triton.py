@@ -39,8 +39,8 @@ from services.generator.backends.base import (
     GenerationRequest,
     Message,
 )
-from services.generator.backends.chat import load_chat_tokenizer
 from services.generator.backends.triton_protocols import PROTOCOLS, ModelSchema, StreamState
+from services.generator.chat_template import load_chat_tokenizer
 from services.generator.settings import GeneratorSettings
 from shared.errors import (
     DeadlineExceeded,

@@ -2,23 +2,21 @@
 
 A backend stores chunks (text, dense vector, metadata) per collection and answers dense
 (cosine) and sparse (BM25) searches. Fusion of the two result lists happens above it.
-Methods are blocking and may be called from several worker threads at once.
+Methods are blocking and may be called from several worker threads at once. The checks a
+backend makes on what it is given (names, chunks, vectors, k) are in validation.py, shared by
+every backend.
 """
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import NotFound
 
 if TYPE_CHECKING:
     from services.retriever.filters import MetadataFilter
-
-_COLLECTION_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-COLLECTION_NAME_RULE = "1-64 characters: lowercase letters, digits and '_', starting with a letter"
 
 
 @dataclass
@@ -54,19 +52,8 @@ class ScoredChunk:
     score: float
 
 
-def validate_collection_name(name: str) -> str:
-    if not isinstance(name, str) or not _COLLECTION_NAME_RE.fullmatch(name):
-        raise InvalidArgument(f"collection name {name!r} is invalid: use {COLLECTION_NAME_RULE}")
-    return name
-
-
 def collection_not_found(name: str) -> NotFound:
     return NotFound(f"collection '{name}' does not exist; create it with POST /v1/collections")
-
-
-def validate_top_k(k: int, limit: int) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 < k <= limit:
-        raise InvalidArgument(f"k must be between 1 and {limit}, got {k!r}")
 
 
 class VectorStore(ABC):

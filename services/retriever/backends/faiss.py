@@ -110,6 +110,15 @@ from services.retriever.backends.base import (
     ScoredChunk,
     VectorStore,
     collection_not_found,
+)
+from services.retriever.backends.validation import (
+    MAX_TOP_K,
+    check_choice,
+    check_chunk,
+    check_new_collection,
+    check_page,
+    check_query_vector,
+    is_collection_name,
     validate_collection_name,
     validate_top_k,
 )
@@ -133,9 +142,6 @@ GpuMode = Literal["auto", "never", "always"]
 INDEX_TYPES: tuple[str, ...] = ("flat", "hnsw", "ivf")
 GPU_MODES: tuple[str, ...] = ("auto", "never", "always")
 
-MAX_DIMENSION = 32_768  # the servicer's limit, kept here for direct callers
-MAX_TOP_K = 16_384  # as the Milvus backend, so both refuse the same requests
-MAX_DESCRIPTION_CHARS = 4_096
 # Lite's defaults, which the Milvus backend does not override (see the module docstring).
 BM25_K1 = 1.5
 BM25_B = 0.75
@@ -147,7 +153,6 @@ SQL_BATCH = 500  # parameters per `IN (...)`; far below SQLite's limit
 DB_FILE = "chunks.sqlite"
 LOCK_FILE = "LOCK"
 _SCHEMA_VERSION = "1"
-_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _INDEX_MAGIC = b"ragrail-faiss-index\x00v1\x00"
 _INDEX_FILE_RE = re.compile(r"index-(?P<kind>[a-z0-9]+)-g(?P<gen>\d+)\.faiss")
 
@@ -434,7 +439,7 @@ class FaissStore(VectorStore):
         self, name: str, dimension: int, description: str = ""
     ) -> CollectionRecord:
         validate_collection_name(name)
-        _check_new_collection(dimension, description)
+        check_new_collection(dimension, description)
         created_at = time.time()
         with self._lock, self._errors("creating the collection", name):
             path = self._dir / name
@@ -476,7 +481,7 @@ class FaissStore(VectorStore):
             names = sorted(
                 entry.name
                 for entry in self._dir.iterdir()
-                if _NAME_RE.fullmatch(entry.name) and (entry / DB_FILE).is_file()
+                if is_collection_name(entry.name) and (entry / DB_FILE).is_file()
             )
         records: list[CollectionRecord] = []
         for name in names:
@@ -626,8 +631,7 @@ class FaissStore(VectorStore):
     def list_documents(
         self, name: str, limit: int, offset: int
     ) -> tuple[list[DocumentRecord], int]:
-        if limit < 0 or offset < 0:
-            raise InvalidArgument(f"limit and offset must not be negative, got {limit}, {offset}")
+        check_page(limit, offset)
         coll = self._open(name)
         with self._locked(coll), self._errors("listing documents", name):
             total = int(
@@ -663,7 +667,7 @@ class FaissStore(VectorStore):
     ) -> list[ScoredChunk]:
         coll = self._open(name)
         validate_top_k(k, MAX_TOP_K)
-        query = _query_vector(vector, coll.record.dimension, name)
+        query = _unit(check_query_vector(vector, coll.record.dimension, name)).reshape(1, -1)
         with self._locked(coll), self._errors("searching by vector", name):
             index = self._ensure_index(coll, build=True)
             total = int(index.ntotal)
@@ -1060,30 +1064,13 @@ class _Row:
 
 
 def _row(chunk: ChunkRecord, dimension: int, name: str, analyzer: LexicalAnalyzer) -> _Row:
-    where = f"chunk '{chunk.id}'"
-    _check_text(where, "id", chunk.id, required=True)
-    _check_text(where, "document_id", chunk.document_id, required=True)
-    _check_text(where, "document_name", chunk.document_name)
-    _check_text(where, "text", chunk.text)
-    if len(chunk.vector) != dimension:
-        raise InvalidArgument(
-            f"{where} has a {len(chunk.vector)}-dimensional vector but collection '{name}' "
-            f"stores {dimension}-dimensional ones; embed it with the collection's model"
-        )
-    vector = _normalised(chunk.vector)
-    if vector is None:
-        raise InvalidArgument(f"{where}: the vector contains NaN or infinity; check the embedder")
+    checked = check_chunk(chunk, dimension, name)
+    vector = _unit(checked.vector)
     if not vector.any():
         raise InvalidArgument(
-            f"{where}: the vector is all zeros, so it has no direction to compare; check the "
-            "embedder"
+            f"{checked.where}: the vector is all zeros, so it has no direction to compare; "
+            "check the embedder"
         )
-    if (
-        isinstance(chunk.chunk_index, bool)
-        or not isinstance(chunk.chunk_index, int)
-        or not 0 <= chunk.chunk_index < 2**63
-    ):
-        raise InvalidArgument(f"{where}: chunk_index must be a non-negative integer")
     return _Row(
         id=chunk.id,
         document_id=chunk.document_id,
@@ -1091,56 +1078,20 @@ def _row(chunk: ChunkRecord, dimension: int, name: str, analyzer: LexicalAnalyze
         chunk_index=int(chunk.chunk_index),
         text=chunk.text,
         terms=analyzer.index_text(chunk.text),
-        metadata=_metadata(where, chunk.metadata),
+        metadata=checked.metadata_json,
         vector=vector,
     )
 
 
-def _check_text(where: str, field_name: str, value: Any, required: bool = False) -> None:
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{where}: {field_name} must be a string")
-    if required and not value:
-        raise InvalidArgument(f"{where}: {field_name} is empty")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # lone surrogates: SQLite would refuse them later
-        raise InvalidArgument(f"{where}: {field_name} is not valid Unicode text") from exc
-
-
-def _metadata(where: str, metadata: Any) -> str:
-    if not isinstance(metadata, dict):
-        raise InvalidArgument(f"{where}: metadata must be an object")
-    try:
-        return json.dumps(metadata, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"{where}: metadata is not plain JSON ({exc})") from exc
-
-
-def _normalised(values: Sequence[float]) -> np.ndarray | None:
-    """Unit-length float32 copy (None if not finite). Normalised here although the embedder
-    already normalises: inner product equals cosine only on unit vectors."""
-    try:
-        vector = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if vector.ndim != 1 or not np.isfinite(vector).all():
-        return None
+def _unit(values: list[float]) -> np.ndarray:
+    """Unit-length float32 copy of finite values (all zeros stay zeros). Normalised here
+    although the embedder already normalises: inner product equals cosine only on unit
+    vectors."""
+    vector = np.asarray(values, dtype=np.float64)
     norm = float(np.linalg.norm(vector))
     if norm > 0:
         vector = vector / norm
     return vector.astype(np.float32)
-
-
-def _query_vector(vector: list[float], dimension: int, name: str) -> np.ndarray:
-    if len(vector) != dimension:
-        raise InvalidArgument(
-            f"the query vector has {len(vector)} dimensions but collection '{name}' stores "
-            f"{dimension}; embed the query with the model the collection was built with"
-        )
-    normalised = _normalised(vector)
-    if normalised is None:
-        raise InvalidArgument("the query vector contains NaN or infinity; check the embedder")
-    return normalised.reshape(1, -1)
 
 
 # -- SQLite and files --------------------------------------------------------------------
@@ -1296,10 +1247,7 @@ def _check_options(
         raise InvalidArgument(
             "the FAISS directory is empty; set RAGRAIL_RETRIEVER_FAISS_DIR to a writable path"
         )
-    if index_type not in INDEX_TYPES:
-        raise InvalidArgument(
-            f"unknown FAISS index type '{index_type}'; choose one of {list(INDEX_TYPES)}"
-        )
+    check_choice("FAISS index type", index_type, INDEX_TYPES)
     if use_gpu not in GPU_MODES:
         raise InvalidArgument(f"use_gpu must be one of {list(GPU_MODES)}, got {use_gpu!r}")
     positive = {
@@ -1326,19 +1274,3 @@ def _check_options(
         raise InvalidArgument(f"bm25_b must be between 0 and 1, got {bm25_b}")
     if not (math.isfinite(save_interval_s) and save_interval_s >= 0):
         raise InvalidArgument(f"save_interval_s must not be negative, got {save_interval_s}")
-
-
-def _check_new_collection(dimension: int, description: str) -> None:
-    if isinstance(dimension, bool) or not isinstance(dimension, int):
-        raise InvalidArgument(f"dimension must be an integer, got {dimension!r}")
-    if not 0 < dimension <= MAX_DIMENSION:
-        raise InvalidArgument(
-            f"dimension must be between 1 and {MAX_DIMENSION}, got {dimension}; "
-            "use the embedder's dimension"
-        )
-    if not isinstance(description, str):
-        raise InvalidArgument("description must be a string")
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        raise InvalidArgument(
-            f"description has {len(description)} characters; keep it to {MAX_DESCRIPTION_CHARS}"
-        )

@@ -40,9 +40,7 @@ Found by experiment with pymilvus 3.0.2 and milvus-lite 3.2.2 (not assumed):
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import re
 import threading
@@ -68,10 +66,25 @@ from services.retriever.backends.base import (
     ScoredChunk,
     VectorStore,
     collection_not_found,
+)
+from services.retriever.backends.validation import (
+    MAX_TOP_K,
+    FieldLimits,
+    check_choice,
+    check_chunk,
+    check_new_collection,
+    check_page,
+    check_query_vector,
+    is_collection_name,
     validate_collection_name,
     validate_top_k,
 )
-from services.retriever.filters import MetadataFilter, string_list, to_milvus_expr
+from services.retriever.filters import (
+    MetadataFilter,
+    quote_string,
+    string_list,
+    to_milvus_expr,
+)
 from shared.errors import (
     AlreadyExists,
     DeadlineExceeded,
@@ -85,6 +98,16 @@ from shared.errors import (
 if TYPE_CHECKING:
     from services.retriever.settings import RetrieverSettings
 
+
+def _quotable(value: str) -> bool:
+    """Whether `value` can be written as a Milvus string literal (quote_string's rule)."""
+    try:
+        quote_string(value)
+    except InvalidArgument:
+        return False
+    return True
+
+
 log = logging.getLogger(__name__)
 
 # The `terms` field holds text already analysed by LexicalAnalyzer; Milvus only splits it.
@@ -97,14 +120,18 @@ INDEX_BUILD_PARAMS: dict[str, dict[str, Any]] = {
     "HNSW": {"M": 16, "efConstruction": 200},
     "IVF_FLAT": {"nlist": 128},
 }
-MAX_DIMENSION = 32_768  # Milvus's limit for FLOAT_VECTOR
-MAX_TOP_K = 16_384  # Milvus's limit for one search
 # VARCHAR limits are in bytes on a Milvus server, so they are checked on UTF-8 bytes here.
 MAX_ID_BYTES = 2_048
 MAX_NAME_BYTES = 4_096
 MAX_TEXT_BYTES = 65_535
 MAX_METADATA_BYTES = 65_536
-MAX_DESCRIPTION_CHARS = 4_096
+LIMITS = FieldLimits(
+    store="Milvus",
+    id_bytes=MAX_ID_BYTES,
+    name_bytes=MAX_NAME_BYTES,
+    text_bytes=MAX_TEXT_BYTES,
+    metadata_bytes=MAX_METADATA_BYTES,
+)
 UPSERT_BATCH = 512  # rows per call: keeps one gRPC message far below its size limit
 DELETE_BATCH = 1_024  # ids per `id in [...]` expression
 DOCUMENT_BATCH = 256  # document ids per `document_id in [...]` expression
@@ -117,7 +144,6 @@ _PROP_ANALYZER = "ragrail.analyzer"
 _SCHEMA_VERSION = "2"
 _OUTPUT_FIELDS = ["id", "document_id", "document_name", "chunk_index", "text", "metadata"]
 _PREFIX_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _CONNECT_CODES = {2, grpc.StatusCode.UNAVAILABLE}  # 2: pymilvus's "cannot connect"
 _CREATING = "creating the collection"
 _DEADLINE_CODES = {grpc.StatusCode.DEADLINE_EXCEEDED}
@@ -386,7 +412,7 @@ class MilvusStore(VectorStore):
         self, name: str, dimension: int, description: str = ""
     ) -> CollectionRecord:
         validate_collection_name(name)
-        _check_new_collection(dimension, description)
+        check_new_collection(dimension, description)
         mname = self._mname(name)
         created_at = time.time()
         with self._write_lock, self._errors(_CREATING, name):
@@ -437,7 +463,7 @@ class MilvusStore(VectorStore):
         records: list[CollectionRecord] = []
         for mname in mnames:
             name = mname[len(self._prefix) :]
-            if not mname.startswith(self._prefix) or not _NAME_RE.fullmatch(name):
+            if not mname.startswith(self._prefix) or not is_collection_name(name):
                 continue
             record = self._describe_if_ours(name)
             if record is not None:
@@ -503,8 +529,7 @@ class MilvusStore(VectorStore):
     def list_documents(
         self, name: str, limit: int, offset: int
     ) -> tuple[list[DocumentRecord], int]:
-        if limit < 0 or offset < 0:
-            raise InvalidArgument(f"limit and offset must not be negative, got {limit}, {offset}")
+        check_page(limit, offset)
         self._open(name)
         self._flush_if_dirty(name)
         heads = self._document_heads(name, ["document_id", "document_name", "metadata"])
@@ -534,12 +559,12 @@ class MilvusStore(VectorStore):
     ) -> list[ScoredChunk]:
         dimension = self._open(name)
         validate_top_k(k, MAX_TOP_K)
-        _check_query_vector(vector, dimension, name)
+        query = check_query_vector(vector, dimension, name)
         self._flush_if_dirty(name)
         with self._errors("searching by vector", name):
             results = self._client.search(
                 self._mname(name),
-                data=[[float(x) for x in vector]],
+                data=[query],
                 anns_field="vector",
                 limit=k,
                 filter=to_milvus_expr(flt) if flt else "",
@@ -681,10 +706,19 @@ class MilvusStore(VectorStore):
         self, name: str, document_ids: list[str], fields: list[str]
     ) -> list[dict[str, Any]]:
         unique = list(dict.fromkeys(document_ids))
+        # An id no Milvus string literal can hold (a control character, stored before the
+        # servicer refused such ids) is found by a scan instead: those documents must still
+        # list and delete, or a collection holding one is stuck.
+        unquotable = {i for i in unique if not _quotable(i)}
+        quotable = [i for i in unique if i not in unquotable]
         rows: list[dict[str, Any]] = []
-        for start in range(0, len(unique), DOCUMENT_BATCH):
-            expr = f"document_id in {string_list(unique[start : start + DOCUMENT_BATCH])}"
+        for start in range(0, len(quotable), DOCUMENT_BATCH):
+            expr = f"document_id in {string_list(quotable[start : start + DOCUMENT_BATCH])}"
             rows.extend(self._query_all(name, expr, fields))
+        if unquotable:
+            wanted = list(dict.fromkeys([*fields, "document_id"]))
+            scanned = self._query_all(name, "chunk_index >= 0", wanted)
+            rows.extend(r for r in scanned if r["document_id"] in unquotable)
         return rows
 
     def _chunk_ids(self, name: str, document_ids: list[str]) -> list[str]:
@@ -711,28 +745,11 @@ def _check_options(uri: str, timeout_s: float, index_type: str, prefix: str) -> 
         )
     if not timeout_s > 0:
         raise InvalidArgument(f"the Milvus timeout must be positive, got {timeout_s}")
-    if index_type not in INDEX_BUILD_PARAMS:
-        raise InvalidArgument(
-            f"unknown Milvus index type '{index_type}'; choose one of {sorted(INDEX_BUILD_PARAMS)}"
-        )
+    check_choice("Milvus index type", index_type, INDEX_BUILD_PARAMS)
     if prefix and not _PREFIX_RE.fullmatch(prefix):
         raise InvalidArgument(
             f"collection prefix {prefix!r} is invalid: use letters, digits and '_', "
             "not starting with a digit"
-        )
-
-
-def _check_new_collection(dimension: int, description: str) -> None:
-    if isinstance(dimension, bool) or not isinstance(dimension, int):
-        raise InvalidArgument(f"dimension must be an integer, got {dimension!r}")
-    if not 0 < dimension <= MAX_DIMENSION:
-        raise InvalidArgument(
-            f"dimension must be between 1 and {MAX_DIMENSION}, got {dimension}; "
-            "use the embedder's dimension"
-        )
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        raise InvalidArgument(
-            f"description has {len(description)} characters; keep it to {MAX_DESCRIPTION_CHARS}"
         )
 
 
@@ -781,16 +798,6 @@ def _chunk(hit: Any) -> ChunkRecord:
     )
 
 
-def _check_query_vector(vector: list[float], dimension: int, name: str) -> None:
-    if len(vector) != dimension:
-        raise InvalidArgument(
-            f"the query vector has {len(vector)} dimensions but collection '{name}' stores "
-            f"{dimension}; embed the query with the model the collection was built with"
-        )
-    if not all(map(math.isfinite, vector)):
-        raise InvalidArgument("the query vector contains NaN or infinity; check the embedder")
-
-
 def _rows(
     chunks: list[ChunkRecord], dimension: int, name: str, analyzer: LexicalAnalyzer
 ) -> list[dict[str, Any]]:
@@ -803,21 +810,7 @@ def _rows(
 def _row(
     chunk: ChunkRecord, dimension: int, name: str, analyzer: LexicalAnalyzer
 ) -> dict[str, Any]:
-    where = f"chunk '{chunk.id}'"
-    _check_bytes(where, "id", chunk.id, MAX_ID_BYTES, required=True)
-    _check_bytes(where, "document_id", chunk.document_id, MAX_ID_BYTES, required=True)
-    _check_bytes(where, "document_name", chunk.document_name, MAX_NAME_BYTES)
-    _check_bytes(where, "text", chunk.text, MAX_TEXT_BYTES)
-    if len(chunk.vector) != dimension:
-        raise InvalidArgument(
-            f"{where} has a {len(chunk.vector)}-dimensional vector but collection '{name}' "
-            f"stores {dimension}-dimensional ones; embed it with the collection's model"
-        )
-    vector = [float(x) for x in chunk.vector]
-    if not all(map(math.isfinite, vector)):
-        raise InvalidArgument(f"{where}: the vector contains NaN or infinity; check the embedder")
-    if isinstance(chunk.chunk_index, bool) or not 0 <= chunk.chunk_index < 2**63:
-        raise InvalidArgument(f"{where}: chunk_index must be a non-negative integer")
+    checked = check_chunk(chunk, dimension, name, LIMITS)
     return {
         "id": chunk.id,
         "document_id": chunk.document_id,
@@ -826,36 +819,6 @@ def _row(
         "text": chunk.text,
         # Never longer than the text: stems are no longer than words, stop words are dropped.
         "terms": analyzer.index_text(chunk.text),
-        "vector": vector,
-        "metadata": _metadata(where, chunk.metadata),
+        "vector": checked.vector,
+        "metadata": chunk.metadata,  # a JSON field: Milvus takes the object itself
     }
-
-
-def _check_bytes(where: str, field: str, value: str, limit: int, required: bool = False) -> None:
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{where}: {field} must be a string")
-    if required and not value:
-        raise InvalidArgument(f"{where}: {field} is empty")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:  # lone surrogates: Milvus would fail on them later
-        raise InvalidArgument(f"{where}: {field} is not valid Unicode text") from exc
-    if size > limit:
-        raise InvalidArgument(
-            f"{where}: {field} is {size} bytes in UTF-8, more than the {limit} Milvus stores; "
-            "shorten it"
-        )
-
-
-def _metadata(where: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(metadata, dict):
-        raise InvalidArgument(f"{where}: metadata must be an object")
-    try:
-        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"{where}: metadata is not plain JSON ({exc})") from exc
-    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise InvalidArgument(
-            f"{where}: metadata is larger than {MAX_METADATA_BYTES} bytes as JSON; trim it"
-        )
-    return metadata

@@ -1,11 +1,13 @@
 """Continuous batching for the engines that run their model in this process.
 
-One scheduler thread owns the model. Each iteration it admits waiting requests while there
-is a free batch slot and KV cache room for their prompt plus max_tokens, drops requests whose
-caller went away or whose deadline passed, and calls `BatchModel.step` once: a single forward
-pass that advances every running request by one token (or by a chunk of its prompt). A
-request that arrives mid-answer joins the next step instead of waiting for the others to
-finish, and one that finishes frees its slot for the next in line at once.
+The model side of the local engines (llamacpp, torch) implements `BatchModel`; this module is
+the rest, the same for both. One scheduler thread owns the model. Each iteration it admits
+waiting requests while there is a free batch slot and KV cache room for their prompt plus
+max_tokens, drops requests whose caller went away or whose deadline passed, and calls
+`BatchModel.step` once: a single forward pass that advances every running request by one
+token (or by a chunk of its prompt). A request that arrives mid-answer joins the next step
+instead of waiting for the others to finish, and one that finishes frees its slot for the
+next in line at once.
 
 Tokens go back to the event loop in one `call_soon_threadsafe` per step. The model calls
 release the GIL (ctypes for llama.cpp, ATen for PyTorch), so the gRPC side keeps serving
@@ -26,6 +28,7 @@ from typing import Any
 
 from services.generator import metrics
 from services.generator.backends.base import Chunk, Engine, FinishReason, GenerationRequest
+from services.generator.settings import GeneratorSettings
 from shared.errors import DeadlineExceeded, RagrailError, ResourceExhausted
 
 log = logging.getLogger(__name__)
@@ -288,6 +291,27 @@ class LocalEngine(Engine):
     """An engine whose model runs in this process under a Scheduler (llamacpp, torch)."""
 
     scheduler: Scheduler
+
+    def schedule(self, model: BatchModel, settings: GeneratorSettings, kv_cache_tokens: int,
+                 context_length: int) -> None:  # fmt: skip
+        """Puts `model` under a scheduler with the service's batch and queue limits."""
+        limits = SchedulerLimits(
+            max_batch_size=settings.max_batch_size,
+            queue_size=settings.queue_size,
+            kv_cache_tokens=kv_cache_tokens,
+            context_length=context_length,
+        )
+        self.scheduler = Scheduler(model, limits, self.name)
+
+    def scheduler_details(self) -> dict[str, str]:
+        """The batch limits and the requests running and waiting now, for Info."""
+        running, waiting = self.scheduler.load()
+        return {
+            "max_batch_size": str(self.scheduler.limits.max_batch_size),
+            "kv_cache_tokens": str(self.scheduler.limits.kv_cache_tokens),
+            "running": str(running),
+            "waiting": str(waiting),
+        }
 
     async def start(self) -> None:
         self.scheduler.start(asyncio.get_running_loop())

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from services.generator.backends.base import Message
-from services.generator.backends.models import configured_model
 from shared.errors import FailedPrecondition
+from shared.models.generator_files import configured_model
 
 
 def gguf_formatter(model: Any, path: Path) -> Any:
