@@ -226,7 +226,8 @@ def _rails_summary(report: dict) -> str:
     for change in report.get("retrieval") or []:
         # The gateway names a retrieved chunk by chunk_id (GuardrailsReport.retrieval).
         chunk = change.get("chunk_id") or change.get("id") or "?"
-        fired.append(f"retrieval {change['verdict']} chunk {chunk} by {change.get('rail') or 'a rail'}")
+        rail = change.get("rail") or "a rail"
+        fired.append(f"retrieval {change['verdict']} chunk {chunk} by {rail}")
     return "; ".join(fired) if fired else "all passed"
 
 

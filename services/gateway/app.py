@@ -16,7 +16,7 @@ from services.gateway.errors import install_error_handlers
 from services.gateway.http_metrics import RequestMetrics
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
-from services.gateway.rag.pipeline import ChatPipeline
+from services.gateway.rag.serving import ChatServing
 from services.gateway.routes import collections, documents, health, openai, playground, search
 from services.gateway.settings import GatewaySettings
 from shared.version import VERSION
@@ -31,7 +31,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.services = services
         app.state.pipeline = IngestPipeline(services, settings)
-        app.state.chat = ChatPipeline(services, settings)
+        app.state.chat = ChatServing(services, settings)
         try:
             yield
         finally:

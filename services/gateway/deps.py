@@ -9,7 +9,7 @@ from fastapi import Request
 
 from services.gateway.clients import Services
 from services.gateway.ingest.pipeline import IngestPipeline
-from services.gateway.rag.pipeline import ChatPipeline
+from services.gateway.rag.serving import ChatServing
 from services.gateway.settings import GatewaySettings
 
 
@@ -25,5 +25,5 @@ async def get_pipeline(request: Request) -> IngestPipeline:
     return request.app.state.pipeline
 
 
-async def get_chat(request: Request) -> ChatPipeline:
+async def get_chat(request: Request) -> ChatServing:
     return request.app.state.chat

@@ -8,13 +8,17 @@ meaning the gateway cannot honour (n > 1, tools, images) are refused with a 422 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.gateway.schemas import COLLECTION_NAME, SearchMode
 
+if TYPE_CHECKING:
+    from services.gateway.passage import Passage
+
 MAX_STOP_SEQUENCES = 4
+SNIPPET_CHARS = 300  # of a source's text, in its citation
 
 
 class TextPart(BaseModel):
@@ -151,6 +155,20 @@ class Citation(BaseModel):
     score: float
     snippet: str
     cited: bool = Field(description="The answer contains [index].")
+
+    @classmethod
+    def of(cls, index: int, source: Passage, answer: str) -> Citation:
+        return cls(
+            index=index,
+            document_id=source.document_id,
+            document_name=source.document_name,
+            chunk_id=source.chunk_id,
+            chunk_index=source.chunk_index,
+            collection=source.collection,
+            score=source.score,
+            snippet=source.text[:SNIPPET_CHARS],
+            cited=f"[{index}]" in answer,
+        )
 
 
 class RailOutcome(BaseModel):

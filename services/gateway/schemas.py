@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from services.gateway.passage import Passage
 
 COLLECTION_NAME = r"^[a-z][a-z0-9_]{0,63}$"
 
@@ -156,6 +159,22 @@ class SearchHit(BaseModel):
     sparse_score: float | None = None
     rerank_score: float | None = None
     metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, p: Passage) -> SearchHit:
+        # Built unvalidated: a Passage is typed already, and /v1/search is the hottest route.
+        return cls.model_construct(
+            chunk_id=p.chunk_id,
+            document_id=p.document_id,
+            document_name=p.document_name,
+            chunk_index=p.chunk_index,
+            text=p.text,
+            score=p.score,
+            dense_score=p.dense_score,
+            sparse_score=p.sparse_score,
+            rerank_score=p.rerank_score,
+            metadata=p.metadata,
+        )
 
 
 class SearchTimings(BaseModel):

@@ -1,168 +1,151 @@
-"""One search: embed the query, retrieve (dense, sparse or hybrid), optionally rerank. Used by
-/v1/search and by the chat pipeline's retrieval stage."""
+"""Retrieval as a RetrievalPlan says: embed the query once, search each collection (dense,
+sparse or hybrid), rerank with the cross-encoder when the plan says so. Used by /v1/search
+and by the chat's retrieval stage."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from services.gateway import schemas
 from services.gateway.clients import Services
-from services.gateway.settings import GatewaySettings
-from shared.errors import DeadlineExceeded, FailedPrecondition, RagrailError, Unavailable
-from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, reranker_pb2, retriever_pb2
-from shared.structs import dict_to_struct, struct_to_dict
+from services.gateway.passage import Passage
+from services.gateway.retrieval_plan import RetrievalPlan
+from services.gateway.schemas import RerankFusion, SearchMode
+from shared.errors import DeadlineExceeded, RagrailError, Unavailable
+from shared.proto.ragrail.v1 import retriever_pb2
 
 log = logging.getLogger("ragrail.gateway")
-# First-stage depth when reranking and the request does not say (the NVIDIA RAG blueprint's
-# vdb_top_k default is 100; 50 keeps a CPU cross-encoder under ~0.5 s).
-DEFAULT_RERANK_DEPTH = 50
-
-_MODES = {
-    schemas.SearchMode.dense: retriever_pb2.SEARCH_MODE_DENSE,
-    schemas.SearchMode.sparse: retriever_pb2.SEARCH_MODE_SPARSE,
-    schemas.SearchMode.hybrid: retriever_pb2.SEARCH_MODE_HYBRID,
-}
-_FUSIONS = {
-    schemas.FusionMethod.rrf: retriever_pb2.FUSION_METHOD_RRF,
-    schemas.FusionMethod.weighted: retriever_pb2.FUSION_METHOD_WEIGHTED,
-}
 
 
-def _hit(
-    h: retriever_pb2.SearchHit,
-    rerank_score: float | None = None,
-    fused_score: float | None = None,
-) -> schemas.SearchHit:
-    score = h.score if rerank_score is None else rerank_score
-    return schemas.SearchHit(
-        chunk_id=h.chunk.id,
-        document_id=h.chunk.document_id,
-        document_name=h.chunk.document_name,
-        chunk_index=h.chunk.chunk_index,
-        text=h.chunk.text,
-        score=fused_score if fused_score is not None else score,
-        dense_score=h.dense_score if h.dense_rank else None,
-        sparse_score=h.sparse_score if h.sparse_rank else None,
-        rerank_score=rerank_score,
-        metadata=struct_to_dict(h.chunk.metadata),
+@dataclass
+class Retrieved:
+    """One collection's passages, best first, and how they were found."""
+
+    collection: str
+    passages: list[Passage]
+    reranked: bool = False
+    warnings: list[str] = field(default_factory=list)
+    embed_ms: float = 0.0
+    retrieval_ms: float = 0.0
+    rerank_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+async def retrieve(
+    services: Services, plan: RetrievalPlan, query: str, *, timeout_s: float | None = None
+) -> list[Retrieved]:
+    """Searches every collection of the plan, each reranked when the plan says so. A
+    reranker that is down or failing degrades a result to first-stage order with a warning."""
+    started = time.perf_counter()
+    vector: list[float] = []
+    if plan.mode != SearchMode.sparse:
+        vector = await services.embedder.embed_query(query, timeout_s=timeout_s)
+    embed_s = time.perf_counter() - started
+    return list(
+        await asyncio.gather(
+            *(
+                _collection(services, plan, query, vector, name, embed_s, timeout_s)
+                for name in plan.collections
+            )
+        )
     )
+
+
+async def _collection(
+    services: Services,
+    plan: RetrievalPlan,
+    query: str,
+    vector: list[float],
+    collection: str,
+    embed_s: float,
+    timeout_s: float | None,
+) -> Retrieved:
+    start = time.perf_counter()
+    hits = await services.retriever.search(
+        collection,
+        query_text=query,
+        query_vector=vector,
+        mode=plan.mode,  # type: ignore[arg-type]  # a StrEnum of the same names
+        top_k=plan.fetch_k,
+        fusion=plan.fusion,  # type: ignore[arg-type]
+        filter=plan.filter,
+        rrf_k=plan.rrf_k,
+        dense_weight=plan.dense_weight,
+        sparse_weight=plan.sparse_weight,
+        timeout_s=timeout_s,
+    )
+    retrieved = time.perf_counter()
+    result = Retrieved(collection, [], embed_ms=_ms(embed_s), retrieval_ms=_ms(retrieved - start))
+    passages: list[Passage] | None = None
+    if plan.rerank and hits:
+        try:
+            passages = await _rerank(services, plan, query, hits, collection, timeout_s)
+        except (Unavailable, DeadlineExceeded) as exc:
+            # Degrade, do not fail: first-stage results are still a useful answer.
+            result.warnings.append(f"not reranked: {exc.message}")
+            log.warning("rerank skipped", extra={"error": exc.message})
+        except RagrailError as exc:
+            result.warnings.append(f"not reranked: reranker failed ({exc.message})")
+            log.warning("rerank failed", extra={"error": exc.message})
+    result.reranked = passages is not None
+    if passages is None:
+        passages = [Passage.from_hit(h, collection) for h in hits[: plan.keep_k]]
+    result.passages = passages
+    done = time.perf_counter()
+    result.rerank_ms = _ms(done - retrieved) if plan.rerank else 0.0
+    result.total_ms = _ms(embed_s + done - start)
+    return result
 
 
 async def _rerank(
     services: Services,
+    plan: RetrievalPlan,
     query: str,
-    hits: list[retriever_pb2.SearchHit],
-    keep: int,
+    hits: Sequence[retriever_pb2.SearchHit],
+    collection: str,
     timeout_s: float | None,
-    fusion: schemas.RerankFusion,
-    rrf_k: int,
-) -> list[schemas.SearchHit]:
+) -> list[Passage]:
     assert services.reranker is not None
-    fused = fusion == schemas.RerankFusion.rrf
-    reply = await services.reranker.call(
-        "Rerank",
-        reranker_pb2.RerankRequest(
-            query=query,
-            passages=[common_pb2.TextPassage(id=h.chunk.id, text=h.chunk.text) for h in hits],
-            top_n=0 if fused else keep,  # fusion needs every candidate's rerank position
-        ),
+    fused = plan.rerank_fusion == RerankFusion.rrf
+    ranked = await services.reranker.rerank(
+        query,
+        [(h.chunk.id, h.chunk.text) for h in hits],
+        top_n=0 if fused else plan.keep_k,  # fusion needs every candidate's rerank position
         timeout_s=timeout_s,
     )
     if not fused:
-        return [_hit(hits[r.index], r.score) for r in reply.results]
+        return [Passage.from_hit(hits[r.index], collection, rerank_score=r.score) for r in ranked]
     # Reciprocal rank fusion of the first stage's order and the cross-encoder's: a reranker
     # that is good but not better than the first stage on every query still adds its signal
     # without discarding what the first stage got right.
-    score = {r.index: 1.0 / (rrf_k + rank) for rank, r in enumerate(reply.results, start=1)}
-    rerank_score = {r.index: r.score for r in reply.results}
+    k = plan.rerank_rrf_k
+    score = {r.index: 1.0 / (k + rank) for rank, r in enumerate(ranked, start=1)}
+    rerank_score = {r.index: r.score for r in ranked}
     for rank in range(1, len(hits) + 1):
-        score[rank - 1] = score.get(rank - 1, 0.0) + 1.0 / (rrf_k + rank)
-    order = sorted(score, key=lambda i: -score[i])[:keep]  # stable: ties keep the rerank order
-    return [_hit(hits[i], rerank_score.get(i), fused_score=score[i]) for i in order]
+        score[rank - 1] = score.get(rank - 1, 0.0) + 1.0 / (k + rank)
+    order = sorted(score, key=lambda i: -score[i])[: plan.keep_k]  # ties keep the rerank order
+    return [
+        Passage.from_hit(hits[i], collection, rerank_score=rerank_score.get(i), score=score[i])
+        for i in order
+    ]
 
 
-async def run_search(
-    services: Services,
-    settings: GatewaySettings,
-    body: schemas.SearchRequest,
-    *,
-    timeout_s: float | None = None,
-) -> schemas.SearchResponse:
-    """Searches a collection by meaning (dense), keywords (sparse BM25) or both (hybrid), then
-    reranks the first stage with a cross-encoder when a reranker is configured. A reranker that
-    is down or failing degrades the answer to first-stage results with a warning."""
-    rerank = services.reranker is not None if body.rerank is None else body.rerank
-    if rerank and services.reranker is None:
-        raise FailedPrecondition(
-            "rerank was requested but no reranker is configured; set "
-            "RAGRAIL_GATEWAY_RERANKER_URL or send rerank: false"
-        )
-    top_k = body.top_k or settings.default_top_k
-    final_k = (body.reranker_top_k or top_k) if rerank else top_k
-    depth = body.vdb_top_k or (max(DEFAULT_RERANK_DEPTH, final_k) if rerank else top_k)
-
-    started = time.perf_counter()
-    vector: list[float] = []
-    if body.mode != schemas.SearchMode.sparse:
-        reply = await services.embedder.call(
-            "Embed",
-            embedder_pb2.EmbedRequest(texts=[body.query], input_type=embedder_pb2.INPUT_TYPE_QUERY),
-            timeout_s=timeout_s,
-        )
-        vector = list(reply.embeddings[0].values)
-    embedded = time.perf_counter()
-    request = retriever_pb2.SearchRequest(
-        collection=body.collection,
-        query_text=body.query,
-        query_vector=vector,
-        mode=_MODES[body.mode],
-        top_k=max(depth, final_k),
-        fusion=_FUSIONS[body.fusion],
-        rrf_k=body.rrf_k or 0,
-        dense_weight=body.dense_weight or 0.0,
-        sparse_weight=body.sparse_weight or 0.0,
-    )
-    if body.filter:
-        request.filter.CopyFrom(dict_to_struct(body.filter))
-    result = await services.retriever.call("Search", request, timeout_s=timeout_s)
-    retrieved = time.perf_counter()
-
-    warnings: list[str] = []
-    hits: list[schemas.SearchHit] | None = None
-    if rerank and result.hits:
-        try:
-            fusion = body.rerank_fusion or settings.rerank_fusion
-            hits = await _rerank(
-                services,
-                body.query,
-                list(result.hits),
-                final_k,
-                timeout_s,
-                schemas.RerankFusion(fusion),
-                settings.rerank_rrf_k,
-            )
-        except (Unavailable, DeadlineExceeded) as exc:
-            # Degrade, do not fail: first-stage results are still a useful answer.
-            warnings.append(f"not reranked: {exc.message}")
-            log.warning("rerank skipped", extra={"error": exc.message})
-        except RagrailError as exc:
-            warnings.append(f"not reranked: reranker failed ({exc.message})")
-            log.warning("rerank failed", extra={"error": exc.message})
-    reranked = hits is not None
-    if hits is None:
-        hits = [_hit(h) for h in result.hits[:final_k]]
-    done = time.perf_counter()
-    return schemas.SearchResponse(
-        collection=body.collection,
-        mode=body.mode,
-        reranked=reranked,
-        warnings=warnings,
-        hits=hits,
-        timings=schemas.SearchTimings(
-            embed_ms=round((embedded - started) * 1000, 2),
-            retrieval_ms=round((retrieved - embedded) * 1000, 2),
-            rerank_ms=round((done - retrieved) * 1000, 2) if rerank else 0.0,
-            total_ms=round((done - started) * 1000, 2),
-        ),
-    )
+def merge(results: list[Retrieved], keep: int) -> list[Passage]:
+    """The best `keep` passages over one or more collections: by score when every collection
+    was reranked by the same cross-encoder (comparable scores), else by rank, round-robin."""
+    if len(results) == 1:
+        merged = results[0].passages
+    elif all(r.reranked for r in results):
+        merged = sorted((p for r in results for p in r.passages), key=lambda p: -p.score)
+    else:
+        blocks = [r.passages for r in results]
+        longest = max(len(b) for b in blocks)
+        merged = [b[i] for i in range(longest) for b in blocks if i < len(b)]
+    return merged[:keep]

@@ -69,6 +69,14 @@ class GatewaySettings(RagrailSettings):
     )
     rerank_rrf_k: int = Field(60, ge=1, description="k of rerank_fusion=rrf.")
     default_top_k: int = Field(10, ge=1, description="Results when a search gives no top_k.")
+    search_vdb_top_k: int = Field(
+        50,
+        ge=1,
+        le=1000,
+        description="Candidates a reranked search takes from the retriever when it gives no "
+        "vdb_top_k (the NVIDIA RAG blueprint uses 100; 50 keeps a CPU cross-encoder under "
+        "~0.5 s).",
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
     api_keys: list[str] = Field(
         default_factory=list,
@@ -93,7 +101,11 @@ class GatewaySettings(RagrailSettings):
 
     # -- chat (/v1/chat/completions) ------------------------------------------------------
     chat_vdb_top_k: int = Field(
-        20, ge=1, le=1000, description="Chunks retrieved for a question (first stage)."
+        20,
+        ge=1,
+        le=1000,
+        description="Candidates retrieved for a question when it is reranked (first stage); "
+        "without reranking, only the chunks kept are retrieved.",
     )
     chat_reranker_top_k: int = Field(
         4,
@@ -103,7 +115,11 @@ class GatewaySettings(RagrailSettings):
         "window is full).",
     )
     chat_max_tokens: int = Field(
-        256, ge=1, description="Answer length when a request does not set max_tokens."
+        256,
+        ge=1,
+        description="Answer length when a request does not set max_tokens. The gateway always "
+        "sends it, so for chat it wins over the generator's default_max_tokens (which serves "
+        "gRPC clients that send none); the prompt is budgeted to leave room for it.",
     )
     chat_query_rewriting: Literal["none", "history"] = Field(
         "history",

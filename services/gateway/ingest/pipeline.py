@@ -21,7 +21,7 @@ from services.gateway.ingest.chunker import Chunker, TextChunk, TokenSpans
 from services.gateway.ingest.parsers import ParsedDocument
 from services.gateway.settings import GatewaySettings
 from shared.errors import InvalidArgument
-from shared.proto.ragrail.v1 import embedder_pb2, retriever_pb2
+from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import dict_to_struct
 
 # Chunker metadata that would be large and is turned into per-chunk fields instead.
@@ -81,9 +81,9 @@ class IngestPipeline:
 
     async def chunker(self, chunk_size: int | None, overlap: int | None) -> Chunker:
         """A chunker for this request: its sizes, else the configured ones, else the model's."""
-        facts = await self.services.embedder_facts()
+        embedder = await self.services.embedder.info()
         # Two special tokens ([CLS], [SEP]) and the passage prefix share the model's window.
-        limit = facts.max_length - 2 - len(facts.passage_prefix.split()) * 2
+        limit = embedder.max_length - 2 - len(embedder.passage_prefix.split()) * 2
         size = chunk_size or self.default_chunk_size or limit
         if size > limit:
             raise InvalidArgument(
@@ -93,26 +93,16 @@ class IngestPipeline:
         return Chunker(size, self.default_overlap if overlap is None else overlap)
 
     async def _tokenize(self, texts: list[str]) -> list[TokenSpans]:
-        reply = await self.services.embedder.call(
-            "Tokenize", embedder_pb2.TokenizeRequest(texts=texts), timeout_s=self.timeout_s
-        )
-        return [TokenSpans(list(t.starts), list(t.ends)) for t in reply.texts]
+        offsets = await self.services.embedder.tokenize(texts, timeout_s=self.timeout_s)
+        return [TokenSpans(t.starts, t.ends) for t in offsets]
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
-        reply = await self.services.embedder.call(
-            "Embed",
-            embedder_pb2.EmbedRequest(texts=texts, input_type=embedder_pb2.INPUT_TYPE_PASSAGE),
-            timeout_s=self.timeout_s,
-        )
-        return [list(e.values) for e in reply.embeddings]
+        embedded = await self.services.embedder.embed(texts, "passage", timeout_s=self.timeout_s)
+        return embedded.vectors
 
     async def _upsert(self, collection: str, chunks: list[retriever_pb2.Chunk]) -> int:
-        reply = await self.services.retriever.call(
-            "UpsertChunks",
-            retriever_pb2.UpsertChunksRequest(
-                collection=collection, chunks=chunks, replace_documents=True
-            ),
-            timeout_s=self.timeout_s,
+        reply = await self.services.retriever.upsert_chunks(
+            collection, chunks, replace_documents=True, timeout_s=self.timeout_s
         )
         return int(reply.deleted)
 
@@ -134,9 +124,7 @@ class IngestPipeline:
     ) -> tuple[list[DocumentOutcome], int]:
         """Ingests the documents; returns what went in and how many stale chunks were removed."""
         # Fail fast on an unknown collection, before any embedding work.
-        await self.services.retriever.call(
-            "GetCollection", retriever_pb2.GetCollectionRequest(name=collection)
-        )
+        await self.services.retriever.get_collection(collection)
         ids = [d.id for d in docs]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})

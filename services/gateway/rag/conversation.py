@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from services.gateway.openai_schemas import ChatMessageIn
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(NamedTuple):
+    """One message: a (role, content) pair, as the typed service clients take messages."""
+
     role: str  # system, user or assistant
     text: str
 

@@ -1,8 +1,16 @@
-"""Prometheus metrics of the chat pipeline, served on the gateway's /metrics."""
+"""Prometheus metrics of the chat, served on the gateway's /metrics, and its log line."""
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from prometheus_client import Counter, Histogram
+
+if TYPE_CHECKING:
+    from services.gateway.rag.protocol import ChatState
+
+log = logging.getLogger("ragrail.gateway")
 
 STAGE_SECONDS = Histogram(
     "ragrail_chat_stage_seconds",
@@ -21,3 +29,35 @@ RAIL_VERDICTS = Counter(
     "Guardrail verdicts seen by the gateway.",
     ["check", "verdict"],
 )
+
+
+def record(chat: ChatState, debug_log_prompts: bool) -> None:
+    """Counts a finished chat and logs one line: what happened, never what was said unless
+    debug_log_prompts."""
+    answer = chat.answer
+    assert answer is not None
+    if answer.finish_reason != "content_filter":
+        outcome = "answered"
+    elif chat.blocked:
+        outcome = "blocked_input"
+    else:
+        outcome = "blocked_output"
+    CHAT_REQUESTS.labels(outcome, str(chat.options.stream).lower()).inc()
+    CHAT_TOKENS.labels("prompt").inc(answer.prompt_tokens)
+    CHAT_TOKENS.labels("completion").inc(answer.completion_tokens)
+    report = chat.report
+    extra: dict[str, object] = {
+        "id": chat.id,
+        "finish_reason": answer.finish_reason,
+        "sources": len(chat.prompt.sources) if chat.prompt else 0,
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": answer.completion_tokens,
+        "input_rail": report.input.verdict if report.input else None,
+        "retrieval_rails_changed": len(report.retrieval),
+        "output_rail": report.output.verdict if report.output else None,
+        **chat.timings.model_dump(),
+    }
+    if debug_log_prompts:
+        extra["question"] = chat.turns[-1].text
+        extra["answer"] = answer.text
+    log.info("chat", extra=extra)

@@ -36,20 +36,17 @@ async def create_collection(
     body: schemas.CollectionCreate, services: Services = Depends(get_services)
 ) -> schemas.Collection:
     """Creates a collection sized for the running embedder's vectors."""
-    facts = await services.embedder_facts()
-    created = await services.retriever.call(
-        "CreateCollection",
-        retriever_pb2.CreateCollectionRequest(
-            name=body.name, dimension=facts.dimension, description=body.description
-        ),
+    embedder = await services.embedder.info()
+    created = await services.retriever.create_collection(
+        body.name, embedder.dimension, body.description
     )
     return _collection(created)
 
 
 @router.get("", response_model=schemas.CollectionList)
 async def list_collections(services: Services = Depends(get_services)) -> schemas.CollectionList:
-    reply = await services.retriever.call("ListCollections", retriever_pb2.ListCollectionsRequest())
-    return schemas.CollectionList(collections=[_collection(c) for c in reply.collections])
+    collections = await services.retriever.list_collections()
+    return schemas.CollectionList(collections=[_collection(c) for c in collections])
 
 
 @router.get(
@@ -58,9 +55,7 @@ async def list_collections(services: Services = Depends(get_services)) -> schema
 async def get_collection(
     name: str = NamePath, services: Services = Depends(get_services)
 ) -> schemas.Collection:
-    stats = await services.retriever.call(
-        "GetCollectionStats", retriever_pb2.GetCollectionStatsRequest(name=name)
-    )
+    stats = await services.retriever.collection_stats(name)
     return _collection(stats.collection, stats)
 
 
@@ -68,6 +63,4 @@ async def get_collection(
 async def delete_collection(
     name: str = NamePath, services: Services = Depends(get_services)
 ) -> None:
-    await services.retriever.call(
-        "DeleteCollection", retriever_pb2.DeleteCollectionRequest(name=name)
-    )
+    await services.retriever.delete_collection(name)

@@ -18,7 +18,6 @@ from services.gateway.ingest.parsers import UnsupportedMediaType, parse_document
 from services.gateway.ingest.pipeline import IngestPipeline, PendingDocument, document_id_for
 from services.gateway.settings import GatewaySettings
 from shared.errors import InvalidArgument, NotFound
-from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import struct_to_dict
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
@@ -159,10 +158,7 @@ async def list_documents(
     offset: int = Query(0, ge=0),
     services: Services = Depends(get_services),
 ) -> schemas.DocumentList:
-    reply = await services.retriever.call(
-        "ListDocuments",
-        retriever_pb2.ListDocumentsRequest(collection=collection, limit=limit, offset=offset),
-    )
+    reply = await services.retriever.list_documents(collection, limit=limit, offset=offset)
     return schemas.DocumentList(
         collection=collection,
         total=reply.total,
@@ -185,10 +181,7 @@ async def delete_document(
     collection: str = CollectionQuery,
     services: Services = Depends(get_services),
 ) -> schemas.DeleteResult:
-    reply = await services.retriever.call(
-        "DeleteDocuments",
-        retriever_pb2.DeleteDocumentsRequest(collection=collection, document_ids=[document_id]),
-    )
-    if reply.deleted == 0:
+    deleted = await services.retriever.delete_documents(collection, [document_id])
+    if deleted == 0:
         raise NotFound(f"document '{document_id}' is not in collection '{collection}'")
-    return schemas.DeleteResult(deleted_chunks=reply.deleted)
+    return schemas.DeleteResult(deleted_chunks=deleted)

@@ -17,21 +17,16 @@ from fastapi.responses import StreamingResponse
 from services.gateway import openai_schemas as oai
 from services.gateway.clients import Services
 from services.gateway.deps import get_chat, get_services
-from services.gateway.rag.pipeline import ChatPipeline, model_id
-from shared.proto.ragrail.v1 import common_pb2, embedder_pb2
+from services.gateway.rag.protocol import model_id
+from services.gateway.rag.serving import ChatServing
 
 log = logging.getLogger("ragrail.gateway")
 router = APIRouter(prefix="/v1", tags=["openai"])
 
-_INPUT_TYPES = {
-    "query": embedder_pb2.INPUT_TYPE_QUERY,
-    "passage": embedder_pb2.INPUT_TYPE_PASSAGE,
-}
-
 
 @router.post("/chat/completions", response_model=oai.ChatCompletion)
 async def chat_completions(
-    body: oai.ChatCompletionRequest, request: Request, chat: ChatPipeline = Depends(get_chat)
+    body: oai.ChatCompletionRequest, request: Request, chat: ChatServing = Depends(get_chat)
 ) -> oai.ChatCompletion | StreamingResponse:
     """Answers the conversation's last user message: grounded in `collection` /
     `collection_names` with numbered citations when a knowledge base is named, through the
@@ -72,12 +67,9 @@ async def embeddings(
 ) -> dict:
     """Embeds texts with the embedder service; `input_type` picks the query or passage prefix."""
     texts = [body.input] if isinstance(body.input, str) else body.input
-    reply = await services.embedder.call(
-        "Embed", embedder_pb2.EmbedRequest(texts=texts, input_type=_INPUT_TYPES[body.input_type])
-    )
+    reply = await services.embedder.embed(texts, body.input_type)
     data = []
-    for i, vector in enumerate(reply.embeddings):
-        values = list(vector.values)
+    for i, values in enumerate(reply.vectors):
         if body.encoding_format == "base64":  # what the openai client asks for by default
             encoded: list[float] | str = base64.b64encode(
                 np.asarray(values, dtype="<f4").tobytes()
@@ -96,12 +88,10 @@ async def embeddings(
 @router.get("/models", response_model=oai.ModelList)
 async def models(services: Services = Depends(get_services)) -> oai.ModelList:
     """The chat model (generator) and the embedding model (embedder)."""
-    generator, embedder = await asyncio.gather(
-        services.generator_info(), services.embedder.call("Info", common_pb2.InfoRequest())
-    )
+    generator, embedder = await asyncio.gather(services.generator.info(), services.embedder.info())
     return oai.ModelList(
         data=[
             oai.ModelCard(id=model_id(generator), service="generator"),
-            oai.ModelCard(id=embedder.service.model, service="embedder"),
+            oai.ModelCard(id=embedder.model, service="embedder"),
         ]
     )

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Depends, Response
 from services.gateway import schemas
 from services.gateway.clients import Services
 from services.gateway.deps import get_services, get_settings
-from services.gateway.search import run_search
+from services.gateway.retrieval_plan import RetrievalPlan
+from services.gateway.search import retrieve
 from services.gateway.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -25,7 +26,21 @@ async def search(
 ) -> Response:
     """Searches a collection by meaning (dense), keywords (sparse BM25) or both (hybrid), then
     reranks the first stage with a cross-encoder when a reranker is configured."""
-    result = await run_search(services, settings, body)
-    # Serialized here: the model was built and validated by run_search; FastAPI's
-    # response_model path would validate and encode it again (the hottest route's own CPU).
-    return Response(result.model_dump_json(), media_type="application/json")
+    plan = RetrievalPlan.for_search(body, settings, reranker=services.reranker is not None)
+    (result,) = await retrieve(services, plan, body.query)
+    response = schemas.SearchResponse.model_construct(
+        collection=result.collection,
+        mode=body.mode,
+        reranked=result.reranked,
+        warnings=result.warnings,
+        hits=[schemas.SearchHit.of(p) for p in result.passages],
+        timings=schemas.SearchTimings.model_construct(
+            embed_ms=result.embed_ms,
+            retrieval_ms=result.retrieval_ms,
+            rerank_ms=result.rerank_ms,
+            total_ms=result.total_ms,
+        ),
+    )
+    # Serialized here, once: FastAPI's response_model path would validate and encode it again
+    # (the hottest route's own CPU).
+    return Response(response.model_dump_json(), media_type="application/json")

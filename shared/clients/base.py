@@ -1,13 +1,14 @@
-"""gRPC client helpers: channels with retries on UNAVAILABLE, a deadline on every call, and
-peer errors turned back into domain errors that name the service."""
+"""gRPC client plumbing: channels with retries on UNAVAILABLE, a deadline on every call, and
+peer errors turned back into domain errors that name the service. The typed clients of each
+service (shared/clients/<service>.py) are built on `ServiceClient`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar, Generic, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -74,14 +75,17 @@ class ServiceClient(Generic[StubT]):
         timeout_s: float = 30.0,
         connect_timeout_s: float = 3.0,
         max_message_mb: int = 64,
+        on_reconnect: Callable[[], None] | None = None,
     ) -> None:
         self.service = service
+        self.on_reconnect = on_reconnect
         self.connect_timeout_s = connect_timeout_s
         self.target = target
         self.timeout_s = timeout_s
         self.channel = make_channel(target, max_message_mb=max_message_mb)
         self.stub: StubT = stub_cls(self.channel)  # type: ignore[call-arg]
         self._health = health_pb2_grpc.HealthStub(self.channel)
+        self._watcher: asyncio.Task[None] | None = None
 
     async def call(
         self,
@@ -119,7 +123,29 @@ class ServiceClient(Generic[StubT]):
             await asyncio.wait_for(self.channel.channel_ready(), wait)
         except TimeoutError:
             return False
+        self._reconnected()
         return True
+
+    def _reconnected(self) -> None:
+        # The peer may be a new process with another model: typed clients drop what they
+        # cached about it.
+        if self.on_reconnect is not None:
+            self.on_reconnect()
+
+    def watch_connection(self) -> None:
+        """Starts, once, a task that calls `on_reconnect` each time the channel becomes READY:
+        a peer restarted between two calls is reconnected by gRPC itself, unseen by `call`.
+        Typed clients that cache a peer's Info start it."""
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        state = self.channel.get_state()
+        while True:
+            await self.channel.wait_for_state_change(state)
+            state = self.channel.get_state()
+            if state == grpc.ChannelConnectivity.READY:
+                self._reconnected()
 
     async def stream(
         self,
@@ -162,4 +188,40 @@ class ServiceClient(Generic[StubT]):
         return from_grpc(code, details)
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         await self.channel.close()
+
+
+class TypedClient(Generic[StubT]):
+    """Base of the typed service clients (shared/clients/<service>.py): one ServiceClient
+    underneath, so every call keeps its deadline, the retries of UNAVAILABLE only and errors
+    that name the peer; the method names of the contract are spelled once, there."""
+
+    service: ClassVar[str]
+    stub_cls: ClassVar[type]
+
+    def __init__(
+        self, target: str, *, timeout_s: float = 30.0, connect_timeout_s: float = 3.0
+    ) -> None:
+        self.rpc: ServiceClient[StubT] = ServiceClient(
+            self.service,
+            target,
+            self.stub_cls,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            on_reconnect=self.reconnected,
+        )
+
+    @property
+    def target(self) -> str:
+        return self.rpc.target
+
+    def reconnected(self) -> None:
+        """The channel (re)connected: drop whatever was cached about the peer."""
+
+    async def health(self, timeout_s: float = 2.0) -> str:
+        return await self.rpc.health(timeout_s)
+
+    async def close(self) -> None:
+        await self.rpc.close()

@@ -1,0 +1,131 @@
+"""One chat completion through the services, stage by stage:
+
+    input rails -> retrieval -> retrieval rails -> prompt -> generation -> output rails
+
+`prepare` turns the request into its options once and runs every stage before generation
+(raising the HTTP errors a client should see before any byte of a stream); `complete` and
+`stream` generate, run the stages after generation and answer in OpenAI's format. Each stage
+is a module of rag/stages and decides itself whether it has anything to do; every call to a
+service gets what is left of the request's deadline.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from services.gateway.clients import Services
+from services.gateway.openai_schemas import ChatCompletion, ChatCompletionRequest, GuardrailsReport
+from services.gateway.rag import metrics, responses
+from services.gateway.rag.conversation import turns_of
+from services.gateway.rag.protocol import Answer, ChatOptions, ChatState, Deadline, model_id
+from services.gateway.rag.stages import Stage
+from services.gateway.rag.stages.generate import Generate
+from services.gateway.rag.stages.prompt import BuildPrompt
+from services.gateway.rag.stages.rails import InputRails, OutputRails, RetrievalRails
+from services.gateway.rag.stages.retrieve import Retrieve
+from services.gateway.settings import GatewaySettings
+
+
+class ChatServing:
+    def __init__(self, services: Services, settings: GatewaySettings) -> None:
+        self.services = services
+        self.settings = settings
+        # In order; a question the input rails block skips the rest.
+        self.before_generation: list[Stage] = [
+            InputRails(services, settings),
+            Retrieve(services, settings),
+            RetrievalRails(services, settings),
+            BuildPrompt(services, settings),
+        ]
+        self.generate = Generate(services)
+        self.after_generation: list[Stage] = [
+            OutputRails(services, settings),
+        ]
+
+    async def prepare(self, req: ChatCompletionRequest) -> ChatState:
+        started = time.perf_counter()
+        options = ChatOptions.of(
+            req,
+            self.settings,
+            reranker=self.services.reranker is not None,
+            guardrails=self.services.guardrails is not None,
+        )
+        deadline = Deadline(self.settings.generation_timeout_s)
+        info = await self.services.generator.info()
+        chat = ChatState(
+            id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            created=int(time.time()),
+            model=model_id(info),
+            generator=info,
+            options=options,
+            turns=turns_of(req.messages),
+            deadline=deadline,
+            started=started,
+            report=GuardrailsReport(enabled=options.rails),
+        )
+        if self.services.guardrails is None:
+            chat.warnings.append("no guardrails service is configured: answered without rails")
+        elif not options.rails:
+            chat.warnings.append("guardrails switched off by the request")
+        for stage in self.before_generation:
+            if chat.blocked:
+                break
+            await stage(chat)
+        return chat
+
+    async def _after_generation(self, chat: ChatState) -> None:
+        for stage in self.after_generation:
+            await stage(chat)
+
+    def _refuse(self, chat: ChatState) -> None:
+        chat.answer = Answer(self.settings.chat_refusal, "content_filter")
+
+    def _finish(self, chat: ChatState) -> ChatCompletion:
+        chat.timings.total_ms = chat.ms_since(chat.started)
+        metrics.record(chat, self.settings.debug_log_prompts)
+        return responses.completion(chat)
+
+    async def complete(self, chat: ChatState) -> ChatCompletion:
+        if chat.blocked:
+            self._refuse(chat)
+        else:
+            await self.generate.complete(chat)
+            await self._after_generation(chat)
+        return self._finish(chat)
+
+    async def stream(self, chat: ChatState) -> AsyncIterator[str]:
+        """Server-sent events in OpenAI's chunk format, ending with `data: [DONE]`. The first
+        event is produced only once the generator has answered, so a generator that is down
+        fails the request with a 503 before the stream starts. With output rails on, the
+        answer is held back until they pass it (chat_stream_output_rails=buffer) or streamed
+        as it comes and judged at the end (after)."""
+        if chat.blocked:
+            self._refuse(chat)
+            yield responses.delta(chat, {"role": "assistant", "content": ""})
+            yield responses.delta(chat, {"content": self.settings.chat_refusal})
+            yield responses.final(chat, self._finish(chat))
+            yield responses.DONE
+            return
+        hold = chat.options.rails and self.settings.chat_stream_output_rails == "buffer"
+        deltas = self.generate.stream(chat)
+        first = True
+        try:
+            async for piece in deltas:
+                if first:
+                    yield responses.delta(chat, {"role": "assistant", "content": ""})
+                    first = False
+                if piece and not hold:
+                    yield responses.delta(chat, {"content": piece})
+        finally:
+            await deltas.aclose()  # a client gone mid-stream cancels the generator call
+        await self._after_generation(chat)
+        assert chat.answer is not None
+        if hold:
+            yield responses.delta(chat, {"content": chat.answer.text})
+        done = self._finish(chat)
+        yield responses.final(chat, done)
+        if chat.options.include_usage:
+            yield responses.usage(chat, done)
+        yield responses.DONE

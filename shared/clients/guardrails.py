@@ -1,0 +1,90 @@
+"""Typed client of the guardrails service (CheckInput, CheckRetrieval, CheckOutput)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.clients.base import TypedClient
+from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
+
+Verdict = Literal["allow", "block", "modify"]
+_VERDICTS: dict[int, Verdict] = {
+    guardrails_pb2.VERDICT_ALLOW: "allow",
+    guardrails_pb2.VERDICT_BLOCK: "block",
+    guardrails_pb2.VERDICT_MODIFY: "modify",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RailVerdict:
+    verdict: Verdict
+    rail: str  # the rail that decided
+    reason: str
+    modified_text: str  # the rewritten text when verdict is modify
+    duration_ms: float
+
+    @classmethod
+    def of(cls, result: guardrails_pb2.RailResult) -> RailVerdict:
+        return cls(
+            # an unknown verdict is not an allow
+            verdict=_VERDICTS.get(result.verdict, "block"),
+            rail=result.rail,
+            reason=result.reason,
+            modified_text=result.modified_text,
+            duration_ms=result.duration_ms,
+        )
+
+
+def _messages(messages: Sequence[tuple[str, str]]) -> list[common_pb2.ChatMessage]:
+    return [common_pb2.ChatMessage(role=role, content=text) for role, text in messages]
+
+
+def _passages(passages: Sequence[tuple[str, str]]) -> list[common_pb2.TextPassage]:
+    return [common_pb2.TextPassage(id=i, text=t) for i, t in passages]
+
+
+class GuardrailsClient(TypedClient[guardrails_pb2_grpc.GuardrailsStub]):
+    service = "guardrails"
+    stub_cls = guardrails_pb2_grpc.GuardrailsStub
+
+    async def check_input(
+        self, messages: Sequence[tuple[str, str]], *, timeout_s: float | None = None
+    ) -> RailVerdict:
+        """The input rails on a conversation ((role, content) messages)."""
+        result = await self.rpc.call(
+            "CheckInput",
+            guardrails_pb2.CheckInputRequest(messages=_messages(messages)),
+            timeout_s=timeout_s,
+        )
+        return RailVerdict.of(result)
+
+    async def check_retrieval(
+        self, query: str, chunks: Sequence[tuple[str, str]], *, timeout_s: float | None = None
+    ) -> dict[str, RailVerdict]:
+        """The retrieval rails on (id, text) chunks: the verdict of each chunk by id."""
+        reply: guardrails_pb2.CheckRetrievalResponse = await self.rpc.call(
+            "CheckRetrieval",
+            guardrails_pb2.CheckRetrievalRequest(query=query, chunks=_passages(chunks)),
+            timeout_s=timeout_s,
+        )
+        return {c.id: RailVerdict.of(c.result) for c in reply.chunks}
+
+    async def check_output(
+        self,
+        messages: Sequence[tuple[str, str]],
+        answer: str,
+        context: Sequence[tuple[str, str]],
+        *,
+        timeout_s: float | None = None,
+    ) -> RailVerdict:
+        """The output rails on an answer, with the (id, text) sources it was given."""
+        result = await self.rpc.call(
+            "CheckOutput",
+            guardrails_pb2.CheckOutputRequest(
+                messages=_messages(messages), answer=answer, context=_passages(context)
+            ),
+            timeout_s=timeout_s,
+        )
+        return RailVerdict.of(result)
