@@ -19,9 +19,10 @@ from typing import Any
 
 from services.guardrails import colang
 from services.guardrails import llm as ragrail_llm
-from services.guardrails.actions import make_actions
+from services.guardrails.rails.base import CHUNKS_VARIABLE, CONTEXT_VARIABLE, TEXT_VARIABLES, Flow
 from services.guardrails.railset import RailSet
 from services.guardrails.results import Activation, Check, decide
+from shared.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
 NO_QUERY = "(no query)"
@@ -60,12 +61,6 @@ class Engine(ABC):
         self.input_rails = list(rails_config.rails.input.flows)
         self.retrieval_rails = list(rails_config.rails.retrieval.flows)
         self.output_rails = list(rails_config.rails.output.flows)
-        flows = self.input_rails
-        self.prefetch_topics = (
-            "ragrail injection" in flows
-            and "ragrail topics" in flows
-            and flows.index("ragrail injection") < flows.index("ragrail topics")
-        )
 
     @abstractmethod
     async def check_input(self, messages: list[dict[str, str]]) -> Check: ...
@@ -170,15 +165,14 @@ class NemoEngine(Engine):
         super().__init__(rails_config, railset, speedups)
         self.speedups = speedups and colang.install()
         ragrail_llm.register()
-        actions = make_actions(railset, self.prefetch_topics)
+        # The rails' flows are in rails_config (rail_config.add_rail_flows); their actions:
+        actions = railset.actions(from_nemo=False)
         self.llmrails = LLMRails(rails_config)
         self.llm = self.llmrails.llm
         needs_llm = [
             f for f in self.input_rails + self.output_rails if f.startswith(LLM_FLOW_PREFIXES)
         ]
         if needs_llm and self.llm is None:
-            from shared.errors import FailedPrecondition
-
             raise FailedPrecondition(
                 f"the rails {needs_llm} prompt an LLM, and config.yml configures none: add a "
                 "`models` entry `type: main` (e.g. `engine: ragrail_generator`, `model: "
@@ -347,58 +341,52 @@ class NemoEngine(Engine):
 
 
 class DirectEngine(Engine):
-    """The same flows, in the same order, called without LLMRails. Only the flows below are
-    known; a config naming another (an LLM rail) cannot run here and is refused."""
+    """The same flows, in the same order, called without LLMRails: each flow's action as its
+    rail's spec says the flow executes it (services/guardrails/rails/). A config naming a
+    flow no registered rail has (an LLM rail) cannot run here and is refused."""
 
     name = "direct"
 
     def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
         super().__init__(rails_config, railset, speedups)
-        self.actions = make_actions(railset, self.prefetch_topics)
-        known = {
-            "input": {
-                "ragrail limits",
-                "ragrail deny list",
-                "ragrail injection",
-                "ragrail topics",
-                "ragrail mask pii on input",
-            },
-            "retrieval": {"ragrail chunk injection", "ragrail chunk pii"},
-            "output": {"ragrail mask pii on output", "ragrail grounding", "injection detection"},
-        }
+        self.actions = railset.actions()
+        self.flows: dict[str, Flow] = {}
         for stage, flows in (
             ("input", self.input_rails),
             ("retrieval", self.retrieval_rails),
             ("output", self.output_rails),
         ):
-            unknown = [f for f in flows if f not in known[stage]]
+            known = {name for name, (_, f) in railset.flows.items() if f.stage == stage}
+            unknown = [f for f in flows if f not in known]
             if unknown:
-                from shared.errors import FailedPrecondition
-
                 raise FailedPrecondition(
                     f"engine direct cannot run the {stage} flows {unknown} (it knows "
-                    f"{sorted(known[stage])}); use RAGRAIL_GUARDRAILS_ENGINE=nemo"
+                    f"{sorted(known)}); use RAGRAIL_GUARDRAILS_ENGINE=nemo"
+                )
+            self.flows.update((name, railset.flows[name][1]) for name in flows)
+        variables = {*TEXT_VARIABLES, CONTEXT_VARIABLE, CHUNKS_VARIABLE}
+        for flow in self.flows.values():
+            odd = [
+                v for v in flow.call_params().values() if v.startswith("$") and v not in variables
+            ]
+            if odd:
+                raise FailedPrecondition(
+                    f"engine direct cannot run the flow '{flow.name}': it reads {odd}, and only "
+                    f"{sorted(variables)} are known; use RAGRAIL_GUARDRAILS_ENGINE=nemo"
                 )
 
-    async def _flow(self, flow: str, text: str, context: list[str]) -> dict[str, Any] | Any:
-        a = self.actions
-        if flow == "ragrail limits":
-            return await a["ragrail_limits"](text)
-        if flow == "ragrail deny list":
-            return await a["ragrail_deny_list"](text)
-        if flow == "ragrail injection":
-            return await a["ragrail_injection"](text)
-        if flow == "ragrail topics":
-            return await a["ragrail_topics"](text)
-        if flow == "ragrail mask pii on input":
-            return await a["ragrail_pii"](text, "input")
-        if flow == "ragrail mask pii on output":
-            return await a["ragrail_pii"](text, "output")
-        if flow == "ragrail grounding":
-            return await a["ragrail_grounding"](text, context)
-        from nemoguardrails.library.injection_detection.actions import injection_detection
-
-        return await injection_detection(text=text, config=self.config)
+    async def _call(
+        self, flow: Flow, text: str = "", context: Any = (), chunks: Any = ()
+    ) -> dict[str, Any] | Any:
+        """The flow's action with the flow's parameters: its Colang variables replaced by
+        the text, context or chunks of this check."""
+        values = {CONTEXT_VARIABLE: list(context), CHUNKS_VARIABLE: list(chunks)}
+        values.update(dict.fromkeys(TEXT_VARIABLES, text))
+        params = {
+            key: values[value] if value.startswith("$") else value
+            for key, value in flow.call_params().items()
+        }
+        return await self.actions[flow.action](**params)
 
     async def _chain(self, flows: list[str], text: str, context: list[str]) -> Check:
         started = time.perf_counter()
@@ -406,7 +394,7 @@ class DirectEngine(Engine):
         for flow in flows:
             t = time.perf_counter()
             try:
-                value = await self._flow(flow, text, context)
+                value = await self._call(self.flows[flow], text, context)
                 verdict, reason, errored = outcome_of(value)
             except Exception as exc:  # NeMo's library action; ours never raise
                 log.error("rail failed", exc_info=exc, extra={"rail": flow})
@@ -442,12 +430,7 @@ class DirectEngine(Engine):
         per_rail: list[tuple[str, float, list]] = []
         for flow in self.retrieval_rails:
             t = time.perf_counter()
-            name = (
-                "ragrail_chunk_injection"
-                if flow == "ragrail chunk injection"
-                else "ragrail_chunk_pii"
-            )
-            value = await self.actions[name](current)
+            value = await self._call(self.flows[flow], chunks=current)
             per_rail.append((flow, _ms(t), value["outcomes"]))
             current = list(value["chunks"])
         return chunk_checks(chunks, current, per_rail)

@@ -1,98 +1,91 @@
-"""The `custom_data.ragrail` section of config/config.yml: what each ragrail rail does. Typed,
-so a misspelt key or a bad value stops the service at startup with the field named."""
+"""What config.yml says about the registered rails (services/guardrails/rails/):
+
+* `custom_data.ragrail.<rail>`: each rail's settings, validated by its settings model, so a
+  misspelt key or a bad value stops the service at startup with the field named;
+* the Colang flows: each rail's flows.co joins the flows of the configuration directory. A
+  flow the directory defines itself wins, so a configuration that carries its own copy of a
+  rail's flow (an edited one, or the rails.co older versions shipped) keeps working.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-OnError = Literal["block", "allow"]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    # A rail that raises blocks ("block", fail closed) or lets the text through ("allow",
-    # fail open); either way the answer reports it as errored.
-    on_error: OnError = "block"
+from services.guardrails.rails import RAILS
+from shared.errors import FailedPrecondition
 
 
-class InjectionConfig(_Section):
-    # Empty: the threshold the trainer chose (head.json). A logit: higher flags less.
-    threshold: float | None = None
-    # For retrieved chunks. Empty: head.json's retrieval_threshold (calibrated on benign
-    # documents), else the prompt threshold.
-    retrieval_threshold: float | None = None
-    # Retrieved chunks are scored in windows of about this many characters.
-    window_chars: int = Field(500, ge=50)
+def _sections() -> type[BaseModel]:
+    fields: dict[str, Any] = {
+        rail.name: (rail.settings, Field(default_factory=rail.settings))
+        for rail in RAILS
+        if rail.settings is not None
+    }
+    return create_model(  # type: ignore[no-any-return, call-overload]
+        "RagrailRails", __config__=ConfigDict(extra="forbid"), **fields
+    )
 
 
-class PiiConfig(_Section):
-    entities: list[str] = [
-        "EMAIL_ADDRESS",
-        "PHONE_NUMBER",
-        "CREDIT_CARD",
-        "IBAN_CODE",
-        "US_SSN",
-        "IP_ADDRESS",
-    ]
-    score_threshold: float = Field(0.3, ge=0, le=1)
-    # ragrail's broader patterns next to Presidio's: cards of any issuer (Luhn-checked) and
-    # phone numbers in formats `phonenumbers` validates for no region.
-    extended_recognizers: bool = True
-    input_action: Literal["mask", "block"] = "mask"
-    output_action: Literal["mask", "block"] = "mask"
-    # A chunk with sensitive data is redacted (masked) or dropped.
-    retrieval_action: Literal["mask", "drop"] = "mask"
+# The `custom_data.ragrail` section: one field per registered rail, named as the rail.
+RagrailRails = _sections()
 
 
-class TopicEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    examples: list[str]
+def ragrail_section(custom_data: dict[str, Any], config_file: Path) -> BaseModel:
+    try:
+        return RagrailRails.model_validate(custom_data.get("ragrail") or {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"custom_data.ragrail.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise FailedPrecondition(f"{config_file}: {problems}") from exc
 
 
-class TopicsConfig(_Section):
-    allowed: list[TopicEntry] = []
-    denied: list[TopicEntry] = []
-    allowed_threshold: float = Field(0.3, ge=-1, le=1)
-    denied_threshold: float = Field(0.6, ge=-1, le=1)
+def rail_flows() -> list[dict[str, Any]]:
+    """Every registered rail's flows.co, parsed (Colang 1.0). Parsed under the name
+    `flows.co`, as NeMo Guardrails' library files are: engine.prune_library_flows leaves a
+    rail's flows out of the runtime when no configured rail uses them."""
+    from nemoguardrails.colang import parse_colang_file
+
+    parsed = []
+    for rail in RAILS:
+        path = rail.flows_file
+        if path is None:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            parsed.append(parse_colang_file(path.name, content=text, version="1.0"))
+        except Exception as exc:
+            raise FailedPrecondition(
+                f"cannot parse {path}: {type(exc).__name__}: {str(exc)[:300]}"
+            ) from exc
+    return parsed
 
 
-class LimitsConfig(_Section):
-    max_chars: int = Field(8000, ge=1)
-    max_lines: int = Field(400, ge=1)
-    hidden_chars: Literal["block", "strip"] = "block"
+def add_rail_flows(rails_config: Any) -> list[str]:
+    """Adds the rails' flows to a NeMo Guardrails configuration (Colang 1.0) that does not
+    define them itself. Returns the names of the flows the configuration overrides."""
+    if str(getattr(rails_config, "colang_version", "1.0")) != "1.0":
+        raise FailedPrecondition(
+            f"the configuration uses Colang {rails_config.colang_version}; ragrail's rails "
+            'are written in Colang 1.0 (colang_version: "1.0" in config.yml)'
+        )
+    own = {_flow_id(f) for f in rails_config.flows}
+    overridden = []
+    for parsed in rail_flows():
+        for flow in parsed.get("flows", []):
+            if _flow_id(flow) in own:
+                overridden.append(_flow_id(flow))
+                continue
+            rails_config.flows.append(flow)
+        for key in ("bot_messages", "user_messages"):
+            for name, texts in (parsed.get(key) or {}).items():
+                getattr(rails_config, key).setdefault(name, texts)
+    return overridden
 
 
-class DenyPatternConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = ""
-    pattern: str
-
-
-class DenyListConfig(_Section):
-    patterns: list[DenyPatternConfig] = []
-
-
-class GroundingConfig(_Section):
-    # auto: the cross-encoder when one is found (see the service README), else embeddings.
-    scorer: Literal["auto", "cross-encoder", "embedding"] = "auto"
-    # Support below which a sentence counts as unsupported, per scorer.
-    embedding_threshold: float = Field(0.7, ge=-1, le=1)
-    cross_encoder_threshold: float = Field(0.5, ge=0, le=1)
-    min_supported: float = Field(1.0, ge=0, le=1)
-    action: Literal["block", "annotate"] = "block"
-    window_chars: int = Field(300, ge=50)
-    # Context sentences scored per answer sentence: those sharing the most content words.
-    candidates: int = Field(4, ge=1, le=50)
-
-
-class RagrailRails(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    injection: InjectionConfig = InjectionConfig()
-    pii: PiiConfig = PiiConfig()
-    topics: TopicsConfig = TopicsConfig()
-    limits: LimitsConfig = LimitsConfig()
-    deny_list: DenyListConfig = DenyListConfig()
-    grounding: GroundingConfig = GroundingConfig()
+def _flow_id(flow: Any) -> str:
+    return str(flow.get("id") if isinstance(flow, dict) else getattr(flow, "id", ""))

@@ -1,9 +1,10 @@
-"""Loads every model and rail once, at startup, from the settings and the config directory.
-Whatever fails to load stops the service with the file or setting named."""
+"""Loads the configured rails once, at startup: the models every rail may share
+(Resources: the injection classifier, the sentence encoders and their caches), then each
+registered rail (services/guardrails/rails/) that config.yml's `rails:` section uses. Whatever
+fails to load stops the service with the file or setting named."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -13,25 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from services.guardrails.classifier import InjectionClassifier, resolve_injection_model
-from services.guardrails.rail_config import RagrailRails
-from services.guardrails.rails.denylist import DenyListRail
-from services.guardrails.rails.grounding import (
-    CrossEncoderScorer,
-    EmbeddingScorer,
-    GroundingRail,
-)
-from services.guardrails.rails.injection import InjectionRail
-from services.guardrails.rails.limits import LimitsRail
-from services.guardrails.rails.pii import PiiDetector, PiiRail
-from services.guardrails.rails.topics import TopicRail
+from services.guardrails.rail_config import ragrail_section
+from services.guardrails.rails import RAILS, Flow, Rail, flows_by_name
+from services.guardrails.rails.base import STAGES, Action, Embed, LoadedRail, Resources, Stage
 from services.guardrails.settings import GuardrailsSettings
-from shared.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
-RERANKER_MODELS = Path("models") / "reranker"
 
 
 class VectorCache:
@@ -65,47 +56,31 @@ class VectorCache:
 
 @dataclass
 class RailSet:
-    config: RagrailRails
+    """The loaded rails, and what the engines need to run their flows."""
+
+    config: BaseModel  # custom_data.ragrail, one validated section per registered rail
     config_file: Path
-    classifier: InjectionClassifier
-    injection: InjectionRail
-    pii: PiiDetector
-    pii_input: PiiRail
-    pii_output: PiiRail
-    pii_retrieval: PiiRail
-    topics: TopicRail
-    limits: LimitsRail
-    deny_list: DenyListRail
-    grounding: GroundingRail
-    embedding_model: str
-    classifier_vectors: VectorCache
-    general_vectors: VectorCache
+    resources: Resources
+    loaded: dict[str, LoadedRail]  # by rail name: the rails a configured flow uses
+    flows: dict[str, tuple[Rail, Flow]]  # every flow of every registered rail
 
+    @property
+    def classifier(self) -> InjectionClassifier:
+        return self.resources.classifier
 
-def chunk_threshold(rails: RagrailRails, classifier: InjectionClassifier) -> float:
-    if rails.injection.retrieval_threshold is not None:
-        return rails.injection.retrieval_threshold
-    calibrated = classifier.head.get("retrieval_threshold")
-    if calibrated is not None:
-        return float(calibrated)
-    log.warning(
-        "the injection classifier has no retrieval threshold; chunks are judged at the prompt "
-        "threshold, which flags many benign documents. Run `python -m "
-        "trainers.guardrails.calibrate --model DIR --docs <corpus.jsonl>`",
-        extra={"model": str(classifier.path)},
-    )
-    return classifier.threshold
+    def actions(self, from_nemo: bool = True) -> dict[str, Action]:
+        """The loaded rails' actions by name; without `from_nemo`, not those of NeMo
+        Guardrails' library flows (the nemo engine must not replace NeMo's own actions)."""
+        return {
+            name: action
+            for rail in RAILS
+            if rail.name in self.loaded and (from_nemo or not rail.from_nemo)
+            for name, action in self.loaded[rail.name].actions.items()
+        }
 
-
-def ragrail_section(custom_data: dict[str, Any], config_file: Path) -> RagrailRails:
-    try:
-        return RagrailRails.model_validate(custom_data.get("ragrail") or {})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"custom_data.ragrail.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise FailedPrecondition(f"{config_file}: {problems}") from exc
+    def info(self) -> dict[str, str]:
+        """What the loaded rails add to the service's Info details."""
+        return {k: v for loaded in self.loaded.values() for k, v in loaded.info.items()}
 
 
 def embedding_source(classifier: InjectionClassifier) -> tuple[Path, str]:
@@ -115,61 +90,6 @@ def embedding_source(classifier: InjectionClassifier) -> tuple[Path, str]:
     return (classifier.path / str(entry["path"])).resolve(), str(entry["onnx_file"])
 
 
-def good_reranker(setting: str) -> tuple[Path | None, str]:
-    """(model dir, why) for the cross-encoder scorer: the configured one, else the newest
-    trained reranker whose own evaluation beats BM25 (one that ranks worse would judge
-    support no better), with an ONNX file the onnx pipeline loads."""
-    from services.reranker.backends.base import newest_trained_model
-
-    if setting:
-        return Path(setting), "configured"
-    found = newest_trained_model(Path.cwd() / RERANKER_MODELS, "model.onnx")
-    if found is None:
-        return None, f"no trained reranker with model.onnx under {RERANKER_MODELS}"
-    try:
-        ndcg = json.loads((found / "metrics.json").read_text(encoding="utf-8"))["ndcg@10"]
-        after, bm25 = float(ndcg["after"]), float(ndcg["bm25"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, f"{found} has no evaluation in metrics.json"
-    if after <= bm25:
-        return None, f"{found} ranks worse than BM25 (nDCG@10 {after:.3f} vs {bm25:.3f})"
-    return found, "newest trained reranker"
-
-
-def grounding_scorer(
-    rails: RagrailRails, settings: GuardrailsSettings, embed: Callable[[list[str]], np.ndarray]
-) -> tuple[Any, float]:
-    wanted = rails.grounding.scorer
-    if wanted in ("auto", "cross-encoder"):
-        path, why = good_reranker(settings.grounding_model)
-        if path is not None:
-            from services.reranker.backends.onnx import OnnxCrossEncoder
-
-            onnx_file = "model_int8.onnx" if (path / "model_int8.onnx").is_file() else "model.onnx"
-            try:
-                model = OnnxCrossEncoder(path, onnx_file, threads=settings.threads)
-            except FailedPrecondition:
-                raise
-            except Exception as exc:
-                raise FailedPrecondition(
-                    f"cannot load the grounding cross-encoder {path / onnx_file}: "
-                    f"{type(exc).__name__}: {str(exc)[:300]}"
-                ) from exc
-            log.info("grounding scorer: cross-encoder", extra={"model": str(path / onnx_file)})
-            scorer: Any = CrossEncoderScorer(model, str(path / onnx_file))
-            return scorer, rails.grounding.cross_encoder_threshold
-        if wanted == "cross-encoder":
-            raise FailedPrecondition(
-                f"grounding scorer cross-encoder: {why}; set RAGRAIL_GUARDRAILS_GROUNDING_MODEL "
-                "or use scorer: embedding"
-            )
-        log.info("grounding scorer: embedding similarity", extra={"why_not_cross_encoder": why})
-    return EmbeddingScorer(embed), rails.grounding.embedding_threshold
-
-
-Embed = Callable[[list[str]], np.ndarray]
-
-
 def paired_encoder(classifier: InjectionClassifier, threads: int) -> Embed:
     from services.guardrails import embeddings
 
@@ -177,16 +97,20 @@ def paired_encoder(classifier: InjectionClassifier, threads: int) -> Embed:
     return embeddings.encoder(path, onnx_file, threads).embed  # type: ignore[no-any-return]
 
 
+def configured_flows(rails_config: Any) -> dict[Stage, list[str]]:
+    return {stage: list(getattr(rails_config.rails, stage).flows) for stage in STAGES}
+
+
 def load_railset(
     settings: GuardrailsSettings,
-    custom_data: dict[str, Any],
+    rails_config: Any,
     config_file: Path,
     general_embedder: Callable[[InjectionClassifier], Embed] | None = None,
 ) -> RailSet:
     """Everything but NeMo Guardrails itself. `general_embedder` gives the sentence embedding
-    for topics and groundedness once the classifier is known (engine.py passes NeMo
+    for topics and groundedness once the classifier is known (server.py passes NeMo
     Guardrails' configured embedding model); without it, the trainer's paired encoder."""
-    rails = ragrail_section(custom_data, config_file)
+    sections = ragrail_section(rails_config.custom_data or {}, config_file)
     classifier = InjectionClassifier(
         resolve_injection_model(settings.injection_model), threads=settings.threads
     )
@@ -199,46 +123,24 @@ def load_railset(
         classifier.path.resolve(),
         classifier.onnx_file,
     )
-    general_vectors = classifier_vectors if same else VectorCache(embed_general)
-    threshold = rails.injection.threshold
-    pii = PiiDetector(rails.pii.entities, rails.pii.score_threshold, rails.pii.extended_recognizers)
-    # Uncached: context windows rarely repeat, and a cache would flatter the latency.
-    scorer, grounding_threshold = grounding_scorer(rails, settings, embed_general)
-    return RailSet(
-        config=rails,
+    flows = flows_by_name()
+    resources = Resources(
+        settings=settings,
+        rails_config=rails_config,
         config_file=config_file,
         classifier=classifier,
-        injection=InjectionRail(
-            classifier,
-            classifier.threshold if threshold is None else threshold,
-            chunk_threshold(rails, classifier),
-        ),
-        pii=pii,
-        pii_input=PiiRail(pii, rails.pii.input_action),
-        pii_output=PiiRail(pii, rails.pii.output_action),
-        pii_retrieval=PiiRail(pii, "block" if rails.pii.retrieval_action == "drop" else "mask"),
-        topics=TopicRail(
-            general_vectors,
-            [t.model_dump() for t in rails.topics.allowed],
-            [t.model_dump() for t in rails.topics.denied],
-            rails.topics.allowed_threshold,
-            rails.topics.denied_threshold,
-        ),
-        limits=LimitsRail(
-            rails.limits.max_chars, rails.limits.max_lines, rails.limits.hidden_chars
-        ),
-        deny_list=DenyListRail(
-            [p.model_dump() for p in rails.deny_list.patterns], f"{config_file} deny_list"
-        ),
-        grounding=GroundingRail(
-            scorer,
-            grounding_threshold,
-            rails.grounding.min_supported,
-            rails.grounding.action,
-            rails.grounding.window_chars,
-            rails.grounding.candidates,
-        ),
-        embedding_model=getattr(scorer, "model_name", "embedding"),
         classifier_vectors=classifier_vectors,
-        general_vectors=general_vectors,
+        general_vectors=classifier_vectors if same else VectorCache(embed_general),
+        embed_general=embed_general,
+        flows=configured_flows(rails_config),
+        general_vector_flows=frozenset(n for n, (_, f) in flows.items() if f.general_vectors),
     )
+    used = {name for names in resources.flows.values() for name in names}
+    loaded = {}
+    for rail in RAILS:
+        if not used & {f.name for f in rail.flows}:
+            continue  # none of its flows runs: its models are not loaded
+        section = getattr(sections, rail.name) if rail.settings is not None else None
+        loaded[rail.name] = rail.load(section, resources)
+    log.info("rails loaded", extra={"rails": list(loaded)})
+    return RailSet(sections, config_file, resources, loaded, flows)

@@ -17,6 +17,7 @@ import numpy as np
 
 from services.guardrails.classifier import InjectionClassifier
 from services.guardrails.engine import ENGINES, Engine
+from services.guardrails.rail_config import add_rail_flows
 from services.guardrails.railset import RailSet, embedding_source, load_railset, paired_encoder
 from services.guardrails.results import Check
 from services.guardrails.settings import GuardrailsSettings
@@ -149,6 +150,8 @@ class GuardrailsServicer(guardrails_pb2_grpc.GuardrailsServicer):
 
 
 def load_rails_config(path: Path) -> Any:
+    """The NeMo Guardrails configuration in `path`, with the flows of ragrail's rails
+    (services/guardrails/rails/<rail>/flows.co) it does not define itself."""
     from nemoguardrails import RailsConfig
 
     if not (path / "config.yml").is_file():
@@ -157,12 +160,16 @@ def load_rails_config(path: Path) -> Any:
             "Guardrails configuration directory (see services/guardrails/config)"
         )
     try:
-        return RailsConfig.from_path(str(path))
+        rails_config = RailsConfig.from_path(str(path))
     except Exception as exc:
         raise FailedPrecondition(
             f"cannot load the NeMo Guardrails configuration in {path}: {type(exc).__name__}: "
             f"{str(exc)[:500]}"
         ) from exc
+    overridden = add_rail_flows(rails_config)
+    if overridden:
+        log.info("rail flows the configuration defines itself", extra={"flows": overridden})
+    return rails_config
 
 
 def nemo_embedder(rails_config: Any, threads: int) -> Any:
@@ -201,7 +208,7 @@ def load_rails(settings: GuardrailsSettings) -> tuple[Any, RailSet]:
     rails_config = load_rails_config(config_dir)
     railset = load_railset(
         settings,
-        rails_config.custom_data or {},
+        rails_config,
         config_dir / "config.yml",
         nemo_embedder(rails_config, settings.threads),
     )
@@ -217,10 +224,7 @@ def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
         "colang_speedups": str(engine.speedups).lower(),
         "config_dir": str(config_dir),
         "injection_model": str(railset.classifier.path / railset.classifier.onnx_file),
-        "injection_threshold": f"{railset.injection.threshold:.4f}",
-        "grounding_scorer": railset.grounding.scorer.name,
-        "grounding_model": railset.embedding_model,
-        "pii_entities": ",".join(railset.config.pii.entities),
+        **railset.info(),
     }
     return engine, info
 

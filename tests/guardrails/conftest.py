@@ -35,14 +35,17 @@ def injection_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def config_copy(target: Path, **ragrail: dict) -> Path:
-    """The packaged config directory with `custom_data.ragrail` sections replaced; grounding
-    is pinned to embeddings so a reranker under models/ cannot change the verdicts."""
+def config_copy(target: Path, input_flows: list[str] | None = None, **ragrail: dict) -> Path:
+    """The packaged config directory with `custom_data.ragrail` sections replaced (and the
+    input flows, when given); grounding is pinned to embeddings so a reranker under models/
+    cannot change the verdicts."""
     shutil.copytree(PACKAGED_CONFIG, target)
     config = yaml.safe_load((target / "config.yml").read_text(encoding="utf-8"))
     section = config["custom_data"]["ragrail"]
     section["grounding"]["scorer"] = "embedding"
     for key, value in ragrail.items():
         section[key] = {**section.get(key, {}), **value}
+    if input_flows is not None:
+        config["rails"]["input"]["flows"] = input_flows
     (target / "config.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     return target

@@ -1,32 +1,37 @@
-"""The checks behind the rails, each a small class with no NeMo Guardrails dependency.
+"""The rails the guardrails service knows: one folder each (its settings, actions and Colang
+flows, see base.py), registered here, once. Both engines read RAILS; config.yml's `rails:`
+section says which of their flows run, in which order.
 
-Every check returns an Outcome; services/guardrails/actions.py wraps them as NeMo Guardrails
-actions and the Colang flows in config/rails.co decide what a verdict does.
+To add a rail: write its folder (docs/adding-a-rail.md) and add one line below.
 """
 
-from __future__ import annotations
+from services.guardrails.rails import (
+    deny_list,
+    grounding,
+    injection,
+    limits,
+    max_urls,
+    nemo_library,
+    pii,
+    topics,
+)
+from services.guardrails.rails.base import Flow, Outcome, Rail
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+RAILS: list[Rail] = [
+    limits.RAIL,
+    deny_list.RAIL,
+    injection.RAIL,
+    topics.RAIL,
+    pii.RAIL,
+    grounding.RAIL,
+    max_urls.RAIL,
+    # NeMo Guardrails' own library flows the direct engine can also run.
+    nemo_library.INJECTION_DETECTION,
+]
 
-Verdict = Literal["allow", "block", "modify"]
+__all__ = ["RAILS", "Flow", "Outcome", "Rail", "flows_by_name"]
 
 
-@dataclass
-class Outcome:
-    verdict: Verdict = "allow"
-    reason: str = ""
-    # The text to use instead, when verdict is "modify".
-    text: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    errored: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        """What an action returns to a Colang flow ($r.verdict, $r.text, ...)."""
-        return {
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "text": self.text,
-            "details": self.details,
-            "errored": self.errored,
-        }
+def flows_by_name() -> dict[str, tuple[Rail, Flow]]:
+    """Every flow of every registered rail, with its rail."""
+    return {flow.name: (rail, flow) for rail in RAILS for flow in rail.flows}

@@ -1,16 +1,30 @@
 """Prompt injection: the trained classifier (services/guardrails/classifier.py) on a user
 message, and on retrieved chunks in windows, since an instruction hidden in the middle of a
-long passage would fall outside the encoder's token window."""
+long passage would fall outside the encoder's token window.
+
+The classifier is loaded once for the whole service (Resources.classifier): the default
+embedding model is its paired encoder, and its vectors are cached for the topic rail."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from services.guardrails.classifier import InjectionClassifier
-from services.guardrails.rails import Outcome
+from services.guardrails.rails.base import (
+    LoadedRail,
+    Outcome,
+    Resources,
+    chunk_action,
+    guarded,
+)
+from services.guardrails.rails.injection.settings import InjectionSettings
+
+log = logging.getLogger(__name__)
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -74,3 +88,50 @@ class InjectionRail:
                 self.verdict(best, self.chunk_threshold, "instructions hidden in the passage")
             )
         return outcomes
+
+
+def chunk_threshold(settings: InjectionSettings, classifier: InjectionClassifier) -> float:
+    if settings.retrieval_threshold is not None:
+        return settings.retrieval_threshold
+    calibrated = classifier.head.get("retrieval_threshold")
+    if calibrated is not None:
+        return float(calibrated)
+    log.warning(
+        "the injection classifier has no retrieval threshold; chunks are judged at the prompt "
+        "threshold, which flags many benign documents. Run `python -m "
+        "trainers.guardrails.calibrate --model DIR --docs <corpus.jsonl>`",
+        extra={"model": str(classifier.path)},
+    )
+    return classifier.threshold
+
+
+def load(settings: InjectionSettings, resources: Resources) -> LoadedRail:
+    classifier = resources.classifier
+    threshold = classifier.threshold if settings.threshold is None else settings.threshold
+    rail = InjectionRail(classifier, threshold, chunk_threshold(settings, classifier))
+    vectors = resources.classifier_vectors
+    # A later rail (topics) embeds the message with the general encoder: this rail's worker
+    # thread does it too, so that rail finds the vector cached and needs no thread of its own.
+    ahead = resources.embeds_ahead("ragrail injection")
+
+    async def ragrail_injection(text: str) -> dict[str, Any]:
+        def run() -> Outcome:
+            outcome = rail.check_vector(vectors([text])[0])
+            if ahead and outcome.verdict != "block":
+                resources.general_vectors([text])
+            return outcome
+
+        return await guarded("injection", settings.on_error, run)
+
+    ragrail_chunk_injection = chunk_action(
+        "chunk injection",
+        settings.on_error,
+        lambda chunks: rail.check_chunks(chunks, settings.window_chars),
+    )
+    return LoadedRail(
+        {
+            "ragrail_injection": ragrail_injection,
+            "ragrail_chunk_injection": ragrail_chunk_injection,
+        },
+        info={"injection_threshold": f"{threshold:.4f}"},
+    )

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from services.guardrails.rails import Outcome
+from services.guardrails.rails.base import Outcome
 
 # A sentence ends at . ! or ? followed by whitespace (so "example.com" or "3.5" do not end
 # one), at a line break, or at the end.

@@ -1,4 +1,4 @@
-"""Sensitive data: Presidio's pattern recognizers (email, phone, credit card, IBAN, SSN, IP,
+"""Sensitive data, found: Presidio's pattern recognizers (email, phone, credit card, IBAN, SSN, IP,
 ...) on a blank spaCy pipeline, so no NER model is needed and nothing is downloaded. Person
 names need an NER model, which no package here ships; they are not detected.
 
@@ -12,8 +12,6 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from services.guardrails.rails import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -170,24 +168,3 @@ def summary(results: list[Any]) -> str:
     for r in results:
         counts[r.entity_type] = counts.get(r.entity_type, 0) + 1
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-
-
-@dataclass
-class PiiRail:
-    detector: PiiDetector
-    # "mask" replaces each finding with <ENTITY_TYPE>; "block" refuses the text.
-    action: str = "mask"
-
-    def check(self, text: str) -> Outcome:
-        results = self.detector.find(text)
-        if not results:
-            return Outcome()
-        found = summary(results)
-        spans = [
-            {"entity": r.entity_type, "start": r.start, "end": r.end, "score": round(r.score, 2)}
-            for r in results
-        ]
-        if self.action == "block":
-            return Outcome("block", f"sensitive data: {found}", details={"spans": spans})
-        masked = self.detector.mask(text, results)
-        return Outcome("modify", f"masked {found}", masked, details={"spans": spans})

@@ -6,15 +6,14 @@ is blocked as off-topic."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from services.guardrails.rails import Outcome
+from services.guardrails.rails.base import Embed, LoadedRail, Outcome, Resources, guarded
+from services.guardrails.rails.topics.settings import TopicsSettings
 from shared.errors import FailedPrecondition
-
-Embed = Callable[[list[str]], np.ndarray]
 
 
 @dataclass
@@ -83,3 +82,26 @@ class TopicRail:
 
     def check(self, text: str) -> Outcome:
         return self.check_vector(self.embed([text])[0])
+
+
+def load(settings: TopicsSettings, resources: Resources) -> LoadedRail:
+    vectors = resources.general_vectors
+    rail = TopicRail(
+        vectors,
+        [t.model_dump() for t in settings.allowed],
+        [t.model_dump() for t in settings.denied],
+        settings.allowed_threshold,
+        settings.denied_threshold,
+    )
+
+    async def ragrail_topics(text: str) -> dict[str, Any]:
+        # Embedded ahead by an earlier rail (the injection rail, see Resources.embeds_ahead)
+        # leaves only the similarity to compute: that runs inline.
+        vector = vectors.cached(text)
+
+        def run() -> Outcome:
+            return rail.check_vector(vectors([text])[0] if vector is None else vector)
+
+        return await guarded("topics", settings.on_error, run, inline=vector is not None)
+
+    return LoadedRail({"ragrail_topics": ragrail_topics})

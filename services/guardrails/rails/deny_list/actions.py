@@ -1,11 +1,14 @@
-"""A user-editable list of regular expressions; a match blocks the text."""
+"""A user-editable list of regular expressions; a match blocks the text. Inline (in the event
+loop): the limits rail runs first and caps the text's length."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from services.guardrails.rails import Outcome
+from services.guardrails.rails.base import LoadedRail, Outcome, Resources, guarded
+from services.guardrails.rails.deny_list.settings import DenyListSettings
 from shared.errors import FailedPrecondition
 
 
@@ -43,3 +46,14 @@ class DenyListRail:
                     details={"pattern": entry.name},
                 )
         return Outcome()
+
+
+def load(settings: DenyListSettings, resources: Resources) -> LoadedRail:
+    rail = DenyListRail(
+        [p.model_dump() for p in settings.patterns], f"{resources.config_file} deny_list"
+    )
+
+    async def ragrail_deny_list(text: str) -> dict[str, Any]:
+        return await guarded("deny list", settings.on_error, lambda: rail.check(text), inline=True)
+
+    return LoadedRail({"ragrail_deny_list": ragrail_deny_list})

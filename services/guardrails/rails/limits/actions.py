@@ -1,13 +1,17 @@
 """Length and character-set limits: too long, too many lines, or characters people cannot see
 (control, format and private-use code points: zero-width joiners, bidi overrides, tag
-characters) that smuggle instructions past a reader."""
+characters) that smuggle instructions past a reader.
+
+The check runs in the event loop (inline): it takes microseconds, less than a thread hand-off."""
 
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
-from services.guardrails.rails import Outcome
+from services.guardrails.rails.base import LoadedRail, Outcome, Resources, guarded
+from services.guardrails.rails.limits.settings import LimitsSettings
 
 # Unicode general categories never needed in a question or an answer; tab, newline and
 # carriage return are allowed separately.
@@ -43,3 +47,12 @@ class LimitsRail:
             kept = "".join(c for i, c in enumerate(text) if i not in positions)
             return Outcome("modify", f"removed {what}", kept)
         return Outcome("block", what)
+
+
+def load(settings: LimitsSettings, resources: Resources) -> LoadedRail:
+    rail = LimitsRail(settings.max_chars, settings.max_lines, settings.hidden_chars)
+
+    async def ragrail_limits(text: str) -> dict[str, Any]:
+        return await guarded("limits", settings.on_error, lambda: rail.check(text), inline=True)
+
+    return LoadedRail({"ragrail_limits": ragrail_limits})

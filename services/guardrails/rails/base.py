@@ -1,0 +1,232 @@
+"""What a rail is, and the helpers its actions share. Nothing here knows a particular rail.
+
+A rail is one folder under services/guardrails/rails/ (NeMo Guardrails' `library/<rail>/`
+layout), registered once in rails/__init__.py:
+
+    rails/<rail>/settings.py   its options: a RailSettings model, the `custom_data.ragrail.<rail>`
+                               section of config.yml (typed: a misspelt key stops the service)
+    rails/<rail>/actions.py    the check (no NeMo Guardrails dependency) and `load()`, which
+                               builds it from its settings and the shared Resources and returns
+                               the NeMo Guardrails actions that run it
+    rails/<rail>/flows.co      the Colang 1.0 flow(s) that execute those actions
+    rails/<rail>/__init__.py   RAIL = Rail(...): the spec both engines read
+
+The `nemo` engine adds every rail's flows.co to the NeMo Guardrails configuration and registers
+its actions; the `direct` engine calls the same actions, in the configured order, as each
+Flow of the spec says the Colang flow does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from services.guardrails.classifier import InjectionClassifier
+    from services.guardrails.railset import VectorCache
+    from services.guardrails.settings import GuardrailsSettings
+
+log = logging.getLogger(__name__)
+
+Verdict = Literal["allow", "block", "modify"]
+Stage = Literal["input", "retrieval", "output"]
+STAGES: tuple[Stage, ...] = ("input", "retrieval", "output")
+OnError = Literal["block", "allow"]
+Action = Callable[..., Awaitable[dict[str, Any]]]
+Embed = Callable[[list[str]], np.ndarray]
+
+# The Colang variables a flow of each stage reads, and what the direct engine passes for them:
+# the text being checked (the user's message on input, the answer on output), the retrieved
+# chunks (a list, None where a chunk was dropped), and the context an answer is grounded on.
+TEXT_VARIABLES = ("$user_message", "$bot_message")
+CHUNKS_VARIABLE = "$ragrail_chunks"
+CONTEXT_VARIABLE = "$ragrail_context"
+DEFAULT_PARAMS: dict[Stage, dict[str, str]] = {
+    "input": {"text": "$user_message"},
+    "output": {"text": "$bot_message"},
+    "retrieval": {"chunks": CHUNKS_VARIABLE},
+}
+
+
+@dataclass
+class Outcome:
+    """What one check of one rail found."""
+
+    verdict: Verdict = "allow"
+    reason: str = ""
+    # The text to use instead, when verdict is "modify".
+    text: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    errored: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What an action returns to a Colang flow ($r.verdict, $r.text, ...)."""
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "text": self.text,
+            "details": self.details,
+            "errored": self.errored,
+        }
+
+
+class RailSettings(BaseModel):
+    """A rail's section of `custom_data.ragrail` in config.yml."""
+
+    model_config = ConfigDict(extra="forbid")
+    # A rail that raises blocks ("block", fail closed) or lets the text through ("allow",
+    # fail open); either way the answer reports it as errored.
+    on_error: OnError = "block"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One Colang flow of a rail's flows.co, as the direct engine runs it: the flow executes
+    `action` with `params` (Colang variables such as $user_message, or literal strings); on
+    input and output a "block" stops the remaining rails and a "modify" replaces the text
+    they see, on retrieval the action returns the new chunk list. tests/guardrails checks
+    that flows.co says the same."""
+
+    name: str
+    stage: Stage
+    action: str
+    # Empty: the stage's text ($user_message, $bot_message) or chunks ($ragrail_chunks).
+    params: Mapping[str, str] = field(default_factory=dict)
+    # The flow embeds the user's message with the general sentence encoder (topics): a rail
+    # that runs earlier on a worker thread may embed it ahead (Resources.embeds_ahead).
+    general_vectors: bool = False
+
+    def call_params(self) -> dict[str, str]:
+        return dict(self.params) or dict(DEFAULT_PARAMS[self.stage])
+
+
+@dataclass
+class LoadedRail:
+    """A rail ready to run: its NeMo Guardrails actions by name, and what it adds to the
+    service's Info details (thresholds, models)."""
+
+    actions: dict[str, Action]
+    info: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Resources:
+    """What the service loads once and every rail may use."""
+
+    settings: GuardrailsSettings
+    rails_config: Any  # nemoguardrails.RailsConfig
+    config_file: Path
+    classifier: InjectionClassifier
+    # The classifier's encoder and the general sentence encoder (config.yml's embedding
+    # model), each behind a cache of recent texts; the same object when they are one model.
+    classifier_vectors: VectorCache
+    general_vectors: VectorCache
+    # The general encoder uncached, for texts that rarely repeat (context windows).
+    embed_general: Embed
+    flows: dict[Stage, list[str]]
+    # Input flows that embed the message with the general encoder (Flow.general_vectors).
+    general_vector_flows: frozenset[str] = frozenset()
+
+    def embeds_ahead(self, flow: str) -> bool:
+        """Whether the input flow `flow` should also embed the message with the general
+        encoder on its worker thread: a later configured input flow needs that vector and
+        the general encoder is not the one `flow` already ran."""
+        if self.general_vectors is self.classifier_vectors:
+            return False
+        flows = self.flows["input"]
+        if flow not in flows:
+            return False
+        return any(f in self.general_vector_flows for f in flows[flows.index(flow) + 1 :])
+
+
+Loader = Callable[[Any, Resources], LoadedRail]
+
+
+@dataclass(frozen=True)
+class Rail:
+    """A rail's spec: its name (its `custom_data.ragrail.<name>` section), its settings
+    model, its flows, and `load(settings, resources) -> LoadedRail`. A rail is loaded when
+    one of its flows is configured in config.yml's `rails:`."""
+
+    name: str
+    settings: type[RailSettings] | None
+    flows: tuple[Flow, ...]
+    load: Loader
+    # The folder holding flows.co; None for NeMo Guardrails library flows (from_nemo).
+    folder: Path | None = None
+    # The flows and actions are NeMo Guardrails' own (its library): the nemo engine runs them
+    # from there and registers nothing; `load` gives the direct engine the same actions.
+    from_nemo: bool = False
+
+    @property
+    def flows_file(self) -> Path | None:
+        return None if self.folder is None else self.folder / "flows.co"
+
+
+# -- helpers for actions -------------------------------------------------------------------
+
+
+def failed(rail: str, on_error: str, exc: BaseException) -> Outcome:
+    log.error("rail failed", exc_info=exc, extra={"rail": rail, "on_error": on_error})
+    side = "failing closed" if on_error == "block" else "failing open"
+    return Outcome(
+        "block" if on_error == "block" else "allow",
+        f"rail error ({type(exc).__name__}), {side} as configured (on_error: {on_error})",
+        errored=True,
+    )
+
+
+async def guarded(
+    rail: str, on_error: str, fn: Callable[[], Outcome], inline: bool = False
+) -> dict[str, Any]:
+    """fn() on a worker thread (models must not stall the event loop), or in the loop when
+    `inline` (rails that take microseconds: a thread hand-off costs more than they do);
+    errors contained. Returns the outcome as the action's value, timed."""
+    started = time.perf_counter()
+    try:
+        outcome = fn() if inline else await asyncio.to_thread(fn)
+    except Exception as exc:
+        outcome = failed(rail, on_error, exc)
+    outcome.details["rail_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return outcome.as_dict()
+
+
+def chunk_action(rail: str, on_error: str, check: Callable[[list[str]], list[Outcome]]) -> Action:
+    """A retrieval action: runs `check` on a worker thread on the chunks still present
+    (None marks a dropped one); a blocked chunk is dropped, a modified one replaced. Returns
+    the new list and one outcome per chunk."""
+
+    def run(chunks: list[str | None]) -> dict[str, Any]:
+        live = [i for i, c in enumerate(chunks) if c is not None]
+        try:
+            results = check([str(chunks[i]) for i in live])
+        except Exception as exc:
+            results = [failed(rail, on_error, exc)] * len(live)
+        outcomes: list[dict[str, Any] | None] = [None] * len(chunks)
+        new = list(chunks)
+        for i, outcome in zip(live, results, strict=True):
+            outcomes[i] = outcome.as_dict()
+            if outcome.verdict == "block":
+                new[i] = None
+            elif outcome.verdict == "modify":
+                new[i] = outcome.text
+        changed = sum(1 for o in outcomes if o and o["verdict"] != "allow")
+        return {
+            "verdict": "modify" if changed else "allow",
+            "reason": f"{changed} of {len(live)} chunk(s) dropped or changed" if changed else "",
+            "chunks": new,
+            "outcomes": outcomes,
+        }
+
+    async def action(chunks: list[str | None] | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(run, list(chunks or []))
+
+    return action

@@ -1,0 +1,100 @@
+"""Groundedness as a NeMo Guardrails action: picks the scorer (support.py) the settings ask
+for, then judges each answer against the context it came with."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from services.guardrails.rails.base import Embed, LoadedRail, Resources, guarded
+from services.guardrails.rails.grounding.settings import GroundingSettings
+from services.guardrails.rails.grounding.support import (
+    CrossEncoderScorer,
+    EmbeddingScorer,
+    GroundingRail,
+)
+from services.guardrails.settings import GuardrailsSettings
+from shared.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
+RERANKER_MODELS = Path("models") / "reranker"
+
+
+def good_reranker(setting: str) -> tuple[Path | None, str]:
+    """(model dir, why) for the cross-encoder scorer: the configured one, else the newest
+    trained reranker whose own evaluation beats BM25 (one that ranks worse would judge
+    support no better), with an ONNX file the onnx pipeline loads."""
+    from services.reranker.backends.base import newest_trained_model
+
+    if setting:
+        return Path(setting), "configured"
+    found = newest_trained_model(Path.cwd() / RERANKER_MODELS, "model.onnx")
+    if found is None:
+        return None, f"no trained reranker with model.onnx under {RERANKER_MODELS}"
+    try:
+        ndcg = json.loads((found / "metrics.json").read_text(encoding="utf-8"))["ndcg@10"]
+        after, bm25 = float(ndcg["after"]), float(ndcg["bm25"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, f"{found} has no evaluation in metrics.json"
+    if after <= bm25:
+        return None, f"{found} ranks worse than BM25 (nDCG@10 {after:.3f} vs {bm25:.3f})"
+    return found, "newest trained reranker"
+
+
+def grounding_scorer(
+    grounding: GroundingSettings, settings: GuardrailsSettings, embed: Embed
+) -> tuple[Any, float]:
+    wanted = grounding.scorer
+    if wanted in ("auto", "cross-encoder"):
+        path, why = good_reranker(settings.grounding_model)
+        if path is not None:
+            from services.reranker.backends.onnx import OnnxCrossEncoder
+
+            onnx_file = "model_int8.onnx" if (path / "model_int8.onnx").is_file() else "model.onnx"
+            try:
+                model = OnnxCrossEncoder(path, onnx_file, threads=settings.threads)
+            except FailedPrecondition:
+                raise
+            except Exception as exc:
+                raise FailedPrecondition(
+                    f"cannot load the grounding cross-encoder {path / onnx_file}: "
+                    f"{type(exc).__name__}: {str(exc)[:300]}"
+                ) from exc
+            log.info("grounding scorer: cross-encoder", extra={"model": str(path / onnx_file)})
+            scorer: Any = CrossEncoderScorer(model, str(path / onnx_file))
+            return scorer, grounding.cross_encoder_threshold
+        if wanted == "cross-encoder":
+            raise FailedPrecondition(
+                f"grounding scorer cross-encoder: {why}; set RAGRAIL_GUARDRAILS_GROUNDING_MODEL "
+                "or use scorer: embedding"
+            )
+        log.info("grounding scorer: embedding similarity", extra={"why_not_cross_encoder": why})
+    return EmbeddingScorer(embed), grounding.embedding_threshold
+
+
+def load(settings: GroundingSettings, resources: Resources) -> LoadedRail:
+    # The general encoder uncached: context windows rarely repeat, and a cache would flatter
+    # the latency.
+    scorer, threshold = grounding_scorer(settings, resources.settings, resources.embed_general)
+    rail = GroundingRail(
+        scorer,
+        threshold,
+        settings.min_supported,
+        settings.action,
+        settings.window_chars,
+        settings.candidates,
+    )
+
+    async def ragrail_grounding(text: str, passages: list[str] | None = None) -> dict[str, Any]:
+        context = [str(p) for p in passages or []]
+        return await guarded("grounding", settings.on_error, lambda: rail.check(text, context))
+
+    return LoadedRail(
+        {"ragrail_grounding": ragrail_grounding},
+        info={
+            "grounding_scorer": scorer.name,
+            "grounding_model": getattr(scorer, "model_name", "embedding"),
+        },
+    )

@@ -1,0 +1,22 @@
+"""Prompt injection: the classifier `python -m trainers.guardrails` trains, on the user's
+message and, in windows, on retrieved chunks."""
+
+from pathlib import Path
+
+from services.guardrails.rails.base import Flow, Rail
+from services.guardrails.rails.injection.actions import load, windows
+from services.guardrails.rails.injection.settings import InjectionSettings
+
+# windows: trainers/guardrails/calibrate.py scores documents in the same windows.
+__all__ = ["RAIL", "windows"]
+
+RAIL = Rail(
+    name="injection",
+    settings=InjectionSettings,
+    flows=(
+        Flow("ragrail injection", "input", "ragrail_injection"),
+        Flow("ragrail chunk injection", "retrieval", "ragrail_chunk_injection"),
+    ),
+    load=load,
+    folder=Path(__file__).parent,
+)
