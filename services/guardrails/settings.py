@@ -27,8 +27,8 @@ class GuardrailsSettings(ServiceSettings):
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["guardrails"][1])
     config_dir: str = Field(
         "",
-        description="NeMo Guardrails configuration directory (config.yml, rails.co, prompts); "
-        "empty uses services/guardrails/config.",
+        description="NeMo Guardrails configuration directory (config.yml, prompts.yml, Colang "
+        "files of your own); empty uses services/guardrails/config.",
     )
     engine: Literal["nemo", "direct"] = Field(
         "nemo",
