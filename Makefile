@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-guardrails proto clean
+.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-guardrails proto clean compose-up compose-down
 
 install: $(STAMP)
 
@@ -38,6 +38,19 @@ $(PYTRITON_VENV)/.installed: $(PYTRITON_REQUIREMENTS) | $(STAMP)
 
 up: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/ragrail up --sample
+
+# The suite in containers (compose.yaml, cpu profile): images built from deploy/docker, then
+# up with every container healthy. deploy/docker/prepare.sh links Compose v2, fills the
+# wheelhouse, picks the base image (a local stand-in where no registry answers) and the
+# profiles; deploy/README.md says what runs. `make compose-down` stops it, keeping the data.
+COMPOSE ?= docker compose
+
+compose-up: install
+	env="$$(deploy/docker/prepare.sh)" && eval "$$env" && $(COMPOSE) up -d --build --wait \
+		&& $(COMPOSE) ps
+
+compose-down:
+	$(COMPOSE) --profile '*' down
 
 test: install pytriton-env lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
