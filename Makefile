@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-guardrails proto clean compose-up compose-down
+.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-answers bench-guardrails proto clean compose-up compose-down
 
 install: $(STAMP)
 
@@ -69,6 +69,10 @@ bench-guardrails: install
 
 bench-rag: install
 	HF_HUB_OFFLINE=1 $(PY) bench/rag.py
+
+# Answer quality on COVID-QA (../shared/data/covidqa): ARGS="--questions 60" for a quick run.
+bench-answers: install
+	HF_HUB_OFFLINE=1 $(PY) bench/answers.py $(ARGS)
 
 proto: install
 	$(PY) -m shared.proto.codegen

@@ -1,0 +1,480 @@
+"""Answer quality benchmark: grounded chat through the gateway on a QA set in the COVID-QA
+layout (`documents.jsonl`, `questions/test.jsonl`).
+
+    python bench/answers.py --questions 60          # the quick seed-0 subset
+    python bench/answers.py                          # every test question (figures)
+    python bench/answers.py --configs today,baseline,default --max-tokens 96
+    python bench/answers.py --gateway http://127.0.0.1:8080   # a running suite, as configured
+
+It starts the suite on free ports (as `ragrail up` would, plus `--env` settings), ingests the
+articles through the gateway into two collections, one with every article and one without
+the `--holdout` held-out test articles, and asks through `/v1/chat/completions` (streamed,
+one at a time, `temperature` 0):
+  * the answerable questions (seed-0 sample of `--questions`, or all) against the full
+    collection;
+  * the questions of the held-out articles against the collection without them: the
+    documents cannot hold their answer, so the right reply is an abstention.
+
+Per configuration it prints token F1 and exact match (SQuAD normalisation, best over the gold
+answers; an abstention scores 0), the share of answers that contain a gold answer, the share
+whose sources include the gold article, the share of given answers that cite, cited
+precision (cited sources that are the gold article), abstention on unanswerable and on
+answerable questions, prompt tokens, and time to first token and total latency p50/p95 as
+the client sees them. Rows in the same run:
+  * chat configurations: request body fields (`--configs`, see CONFIGS), e.g. today's
+    pipeline (whole chunks to the generator) against the gateway's defaults;
+  * `baseline`: no model at all, the retrieved sentence closest to the question by the
+    embedder's cosine (the same search the chat makes, then /v1/embeddings);
+  * `oracle`: the best single sentence of the same chunks by F1 (a ceiling for a one-sentence
+    answer, not a system).
+Per-question outputs go to `--out` (JSONL per configuration) for reading the failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import string
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+from bench.common import REPO, SHARED_DATA, percentiles, running_suite
+from ragrail.client import GatewayClient
+from shared.models.reader import sentence_spans
+
+console = Console()
+FULL = "bench_answers"
+HOLDOUT = "bench_answers_holdout"
+CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+# How an answer without the gateway's own abstention flag says it does not know (today's
+# pipeline is told to "say that you do not know").
+ABSTAINS = re.compile(
+    r"\b(?:do(?:es)? not (?:say|know|contain|mention|provide)|don't know|do not have|"
+    r"cannot (?:answer|find)|can't (?:answer|find)|no information|not (?:mentioned|stated))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    label: str
+    body: dict = field(default_factory=dict)
+    kind: str = "chat"  # chat, baseline or oracle
+
+
+CONFIGS: dict[str, Config] = {
+    # Before issue 14: every retrieved chunk in the prompt, the generator's text as it comes.
+    "today": Config(
+        "today's pipeline (whole chunks, generative)",
+        {"answer_mode": "generative", "evidence_selection": False},
+    ),
+    "default": Config("gateway defaults", {}),
+    "extractive": Config("answer_mode extractive", {"answer_mode": "extractive"}),
+    "generative": Config(
+        "answer_mode generative (selected evidence)", {"answer_mode": "generative"}
+    ),
+    "auto": Config("answer_mode auto", {"answer_mode": "auto"}),
+    "baseline": Config("no model: closest retrieved sentence (cosine)", kind="baseline"),
+    "oracle": Config("ceiling: best retrieved sentence by F1", kind="oracle"),
+}
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def load_qa(root: Path) -> tuple[dict[str, dict], list[dict]]:
+    docs = {}
+    with (root / "documents.jsonl").open() as f:
+        for line in f:
+            row = json.loads(line)
+            docs[row["id"]] = row
+    with (root / "questions" / "test.jsonl").open() as f:
+        questions = [json.loads(line) for line in f]
+    return docs, questions
+
+
+def split_questions(
+    questions: list[dict], n: int, holdout: int, seed: int
+) -> tuple[list[dict], list[dict], set[str]]:
+    """(answerable sample, unanswerable sample, held-out article ids). The held-out articles
+    are drawn from the test articles; the answerable questions come from every test article
+    (they are asked against the full collection), the unanswerable ones from the held-out
+    articles only, at most as many as the answerable sample."""
+    rng = random.Random(seed)
+    articles = sorted({q["document_id"] for q in questions})
+    held = set(rng.sample(articles, min(holdout, len(articles))))
+    answerable = list(questions)
+    if n and n < len(answerable):
+        answerable = random.Random(seed).sample(answerable, n)
+    unanswerable = [q for q in questions if q["document_id"] in held]
+    if n and n < len(unanswerable):
+        unanswerable = random.Random(seed + 1).sample(unanswerable, n)
+    return answerable, unanswerable, held
+
+
+# -- scoring (SQuAD v1.1 normalisation) --------------------------------------------------------
+
+
+def normalize(text: str) -> str:
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize(prediction).split(), normalize(gold).split()
+    common = Counter(pred) & Counter(ref)
+    same = sum(common.values())
+    if not pred or not ref or same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best(metric: Callable[[str, str], float], prediction: str, golds: list[str]) -> float:
+    return max(metric(prediction, g) for g in golds)
+
+
+def exact(prediction: str, gold: str) -> float:
+    return float(normalize(prediction) == normalize(gold))
+
+
+def contained(prediction: str, gold: str) -> float:
+    g = normalize(gold)
+    return float(bool(g) and g in normalize(prediction))
+
+
+def answer_text(content: str) -> str:
+    """The answer without its [n] markers (they are not words of the answer)."""
+    return CITATION.sub("", content).strip()
+
+
+# -- asking -----------------------------------------------------------------------------------
+
+
+def ask(client: GatewayClient, question: str, collection: str, body: dict, max_tokens: int) -> dict:
+    start = time.perf_counter()
+    first = None
+    parts: list[str] = []
+    final: dict = {}
+    usage: dict = {}
+    for chunk in client.chat_stream(
+        [{"role": "user", "content": question}],
+        collection=collection,
+        max_tokens=max_tokens,
+        temperature=0,
+        stream_options={"include_usage": True},
+        **body,
+    ):
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        choice = chunk["choices"][0] if chunk.get("choices") else {}
+        text = choice.get("delta", {}).get("content")
+        if text:
+            first = first or time.perf_counter()
+            parts.append(text)
+        if choice.get("finish_reason"):
+            final = chunk
+    end = time.perf_counter()
+    content = "".join(parts)
+    answer = final.get("answer") or {}
+    abstained = answer["abstained"] if "abstained" in answer else bool(ABSTAINS.search(content))
+    return {
+        "content": content,
+        "abstained": abstained,
+        "mode": answer.get("mode", ""),
+        "citations": [
+            {"document_id": c["document_id"], "cited": c["cited"], "index": c["index"]}
+            for c in final.get("citations", [])
+        ],
+        "prompt_tokens": usage.get("prompt_tokens", 0),
+        "ttft_ms": ((first or end) - start) * 1000,
+        "total_ms": (end - start) * 1000,
+        "finish_reason": (final.get("choices") or [{}])[0].get("finish_reason"),
+        "warnings": final.get("warnings", []),
+    }
+
+
+class Sentences:
+    """The no-model rows: search as the chat does, split the chunks into sentences, and pick
+    one by the embedder's cosine (baseline) or by F1 against the gold answer (oracle)."""
+
+    def __init__(self, client: GatewayClient, top_k: int) -> None:
+        self.client = client
+        self.top_k = top_k
+
+    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
+        reply = self.client.http.post(
+            "/v1/embeddings", json={"input": texts, "input_type": input_type}
+        )
+        reply.raise_for_status()
+        vectors = np.array([d["embedding"] for d in reply.json()["data"]], dtype=np.float32)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+    def ask(self, question: dict, collection: str, oracle: bool) -> dict:
+        start = time.perf_counter()
+        hits = self.client.search(question["question"], collection, top_k=self.top_k)["hits"]
+        candidates = [
+            (h["document_id"], h["text"][s.start : s.end])
+            for h in hits
+            for s in sentence_spans(h["text"])
+        ]
+        if not candidates:
+            pick = ("", "")
+        elif oracle:
+            pick = max(candidates, key=lambda c: best(token_f1, c[1], question["answers"]))
+        else:
+            q = self._embed([question["question"]], "query")
+            s = self._embed([c[1] for c in candidates], "passage")
+            pick = candidates[int(np.argmax(s @ q[0]))]
+        total = (time.perf_counter() - start) * 1000
+        return {
+            "content": pick[1],
+            "abstained": False,
+            "mode": "oracle" if oracle else "baseline",
+            "citations": [
+                {"document_id": h["document_id"], "cited": h["document_id"] == pick[0], "index": i}
+                for i, h in enumerate(hits, 1)
+            ],
+            "prompt_tokens": 0,
+            "ttft_ms": total,
+            "total_ms": total,
+            "finish_reason": "stop",
+            "warnings": [],
+        }
+
+
+# -- one configuration --------------------------------------------------------------------------
+
+
+def run_config(
+    client: GatewayClient,
+    config: Config,
+    answerable: list[dict],
+    unanswerable: list[dict],
+    args: argparse.Namespace,
+    out: Path | None,
+) -> dict:
+    sentences = Sentences(client, args.top_k)
+
+    def one(q: dict, collection: str) -> dict:
+        if config.kind == "chat":
+            r = ask(client, q["question"], collection, config.body, args.max_tokens)
+        else:
+            r = sentences.ask(q, collection, oracle=config.kind == "oracle")
+        return {"id": q["id"], "question": q["question"], "answers": q["answers"], **r}
+
+    rows, held_rows = [], []
+    for q in tqdm(answerable, desc=f"{config.label[:40]}: answerable", unit="q"):
+        rows.append(one(q, FULL))
+    if config.kind == "chat":  # the no-model rows never abstain
+        for q in tqdm(unanswerable, desc=f"{config.label[:40]}: unanswerable", unit="q"):
+            held_rows.append(one(q, HOLDOUT))
+    if out is not None:
+        with out.open("w") as f:
+            for r in rows + held_rows:
+                f.write(json.dumps({**r, "answerable": r in rows}) + "\n")
+    return score(rows, held_rows, {q["id"]: q["document_id"] for q in answerable})
+
+
+def score(rows: list[dict], held_rows: list[dict], gold_doc: dict[str, str]) -> dict:
+    f1, em, has, among = [], [], [], []
+    citing, cited_gold, cited_all = [], 0, 0
+    for r in rows:
+        text = "" if r["abstained"] else answer_text(r["content"])
+        f1.append(best(token_f1, text, r["answers"]))
+        em.append(best(exact, text, r["answers"]))
+        has.append(best(contained, text, r["answers"]))
+        gold = gold_doc[r["id"]]
+        among.append(any(c["document_id"] == gold for c in r["citations"]))
+        if not r["abstained"]:
+            cited = [c for c in r["citations"] if c["cited"]]
+            citing.append(bool(cited))
+            cited_all += len(cited)
+            cited_gold += sum(c["document_id"] == gold for c in cited)
+    t50, t95 = percentiles([r["ttft_ms"] for r in rows])
+    p50, p95 = percentiles([r["total_ms"] for r in rows])
+    return {
+        "n": len(rows),
+        "n_unanswerable": len(held_rows),
+        "f1": statistics.mean(f1),
+        "em": statistics.mean(em),
+        "contained": statistics.mean(has),
+        "gold_among": statistics.mean(among),
+        "citing": statistics.mean(citing) if citing else 0.0,
+        "cited_precision": cited_gold / cited_all if cited_all else 0.0,
+        "abstain_unanswerable": (
+            statistics.mean(r["abstained"] for r in held_rows) if held_rows else None
+        ),
+        "abstain_answerable": statistics.mean(r["abstained"] for r in rows),
+        "prompt_tokens": statistics.mean(r["prompt_tokens"] for r in rows),
+        "ttft50": t50,
+        "ttft95": t95,
+        "p50": p50,
+        "p95": p95,
+    }
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def ingest(client: GatewayClient, name: str, docs: list[dict], batch: int = 8) -> tuple[float, int]:
+    """Ingests the articles unless the collection already holds exactly them (--keep-index)."""
+    listed = client.http.get("/v1/documents", params={"collection": name, "limit": 1000})
+    if listed.status_code == 200 and {d["id"] for d in listed.json()["documents"]} == {
+        d["id"] for d in docs
+    }:
+        return 0.0, -1
+    client.http.delete(f"/v1/collections/{name}")
+    client.ensure_collection(name)
+    items = [{"name": d["id"], "text": d["text"]} for d in docs]
+    chunks = 0
+    start = time.perf_counter()
+    with tqdm(total=len(items), desc=f"ingest {name}", unit="doc") as bar:
+        for i in range(0, len(items), batch):
+            result = client.ingest_texts(name, items[i : i + batch])
+            chunks += result["total_chunks"]
+            bar.update(len(result["documents"]))
+    return time.perf_counter() - start, chunks
+
+
+def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table:
+    title = (
+        f"Answers: {args.data.name} test, {results[0][1]['n']} answerable questions, "
+        f"{max(r['n_unanswerable'] for _, r in results)} unanswerable "
+        f"({args.holdout} held-out articles), max_tokens {args.max_tokens}"
+    )
+    t = Table(title=title)
+    cols = (
+        "configuration",
+        "F1",
+        "EM",
+        "gold contained",
+        "gold doc in sources",
+        "citing",
+        "cited precision",
+        "abstain unanswerable",
+        "abstain answerable",
+        "prompt tokens",
+        "TTFT p50/p95 ms",
+        "total p50/p95 ms",
+    )
+    for c in cols:
+        t.add_column(c, justify="right" if c != "configuration" else "left")
+    for config, r in results:
+        unans = r["abstain_unanswerable"]
+        t.add_row(
+            config.label,
+            f"{r['f1']:.3f}",
+            f"{r['em']:.3f}",
+            f"{r['contained']:.3f}",
+            f"{r['gold_among']:.3f}",
+            f"{r['citing']:.3f}" if config.kind == "chat" else "",
+            f"{r['cited_precision']:.3f}",
+            f"{unans:.3f}" if unans is not None else "",
+            f"{r['abstain_answerable']:.3f}",
+            f"{r['prompt_tokens']:.0f}" if config.kind == "chat" else "",
+            f"{r['ttft50']:.0f} / {r['ttft95']:.0f}",
+            f"{r['p50']:.0f} / {r['p95']:.0f}",
+        )
+    return t
+
+
+def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
+    docs, questions = load_qa(args.data)
+    answerable, unanswerable, held = split_questions(
+        questions, args.questions, args.holdout, args.seed
+    )
+    client = GatewayClient(url, timeout_s=1800)
+    for name, subset in (
+        (FULL, list(docs.values())),
+        (HOLDOUT, [d for d in docs.values() if d["id"] not in held]),
+    ):
+        seconds, chunks = ingest(client, name, subset)
+        if chunks >= 0:
+            console.print(f"{name}: {len(subset)} articles, {chunks} chunks in {seconds:.0f} s")
+        else:
+            console.print(f"{name}: {len(subset)} articles already ingested (--keep-index)")
+    # Warm-up: first-call costs (model pages, connections) out of the first row's latency.
+    ask(client, answerable[0]["question"], FULL, {}, 8)
+    results = []
+    for name in args.configs:
+        config = CONFIGS[name]
+        out = args.out / f"answers-{name}.jsonl" if args.out else None
+        results.append((config, run_config(client, config, answerable, unanswerable, args, out)))
+        console.print(table(results, args))  # every finished row, in case a later one fails
+    client.close()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=SHARED_DATA / "covidqa")
+    parser.add_argument("--gateway", help="Measure a running suite instead of starting one.")
+    parser.add_argument(
+        "--questions", type=int, default=0, help="Answerable questions (seed sample); 0: all."
+    )
+    parser.add_argument("--holdout", type=int, default=4, help="Test articles left out.")
+    parser.add_argument(
+        "--configs",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=["today", "baseline", "default"],
+        help=f"Comma-separated, from {sorted(CONFIGS)}.",
+    )
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--top-k", type=int, default=4, help="Chunks of the no-model rows.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="Setting for the suite this run starts (repeatable).",
+    )
+    parser.add_argument(
+        "--keep-index",
+        type=Path,
+        help="Keep the vector store in this directory and skip ingest when it already holds "
+        "the articles (the embedder and chunking must be unchanged).",
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    args = parser.parse_args()
+    unknown = set(args.configs) - set(CONFIGS)
+    if unknown:
+        console.print(f"[red]unknown configurations {sorted(unknown)}; known: {sorted(CONFIGS)}")
+        return 2
+    if not (args.data / "documents.jsonl").exists():
+        console.print(f"[red]{args.data} holds no QA set (documents.jsonl); pass --data[/red]")
+        return 2
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    if args.gateway:
+        run(args.gateway, args)
+        return 0
+    env = dict(e.split("=", 1) for e in args.env)
+    if args.keep_index:
+        args.keep_index.mkdir(parents=True, exist_ok=True)
+        env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(args.keep_index.resolve() / "milvus.db"))
+        env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(args.keep_index.resolve() / "faiss"))
+    with running_suite(env) as url:
+        run(url, args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

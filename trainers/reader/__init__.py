@@ -1,0 +1,1 @@
+"""Extractive reader training: MiniLM fine-tuned for span extraction, exported to INT8 ONNX."""
