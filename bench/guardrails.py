@@ -391,9 +391,9 @@ def yara_rates(benign: dict[str, list[str]]) -> dict[str, dict[str, float]]:
 
 
 def newest_model() -> Path | None:
-    from services.guardrails.classifier import newest_model as newest
+    from shared.models.classifier import newest_injection_model
 
-    return newest(REPO / "models" / "guardrails")
+    return newest_injection_model(str(REPO / "models" / "guardrails"))
 
 
 def main() -> int:

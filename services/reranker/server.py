@@ -2,37 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import grpc
 import numpy as np
 
 from services.reranker.backends import load_backend
-from services.reranker.backends.base import RerankBackend
 from services.reranker.settings import RerankerSettings
 from shared.errors import InvalidArgument
+from shared.models.cross_encoder import CrossEncoder
+from shared.models.service import ModelServicer, build_model_service
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
-from shared.server import BlockingRunner, Built, ServiceSpec
-from shared.version import VERSION
+from shared.server import Built
 
 
-class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
-    def __init__(self, backend: RerankBackend, settings: RerankerSettings) -> None:
-        self.backend = backend
-        self.settings = settings
-        # One model, one forward pass at a time: two concurrent passes only fight for the cores.
-        self._model_thread = BlockingRunner(1, "rerank")
+class RerankerServicer(
+    ModelServicer[CrossEncoder, RerankerSettings], reranker_pb2_grpc.RerankerServicer
+):
+    service = "reranker"
+    thread_name = "rerank"
 
     def _validate(self, request: reranker_pb2.RerankRequest) -> None:
-        limit = self.settings.max_text_chars
         if not request.query.strip():
             raise InvalidArgument("query is empty or whitespace; send the text to rank against")
-        if len(request.query) > limit:
-            raise InvalidArgument(
-                f"query has {len(request.query)} characters; the limit is {limit} "
-                "(RAGRAIL_RERANKER_MAX_TEXT_CHARS)"
-            )
+        self.check_texts([request.query], "query", "shorten it")
         if request.top_n < 0:
             raise InvalidArgument(f"top_n is {request.top_n}; use 0 for all passages or N > 0")
         if request.HasField("score_threshold") and not math.isfinite(request.score_threshold):
@@ -40,16 +33,10 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         if len(request.passages) > self.settings.max_passages:
             raise InvalidArgument(
                 f"{len(request.passages)} passages in one request; the limit is "
-                f"{self.settings.max_passages} (RAGRAIL_RERANKER_MAX_PASSAGES): split the request"
+                f"{self.settings.max_passages}{self.limit_setting('max_passages')}: "
+                "split the request"
             )
-        for i, passage in enumerate(request.passages):
-            if not passage.text.strip():
-                raise InvalidArgument(f"passages[{i}].text is empty or whitespace; remove it")
-            if len(passage.text) > limit:
-                raise InvalidArgument(
-                    f"passages[{i}].text has {len(passage.text)} characters; the limit is "
-                    f"{limit} (RAGRAIL_RERANKER_MAX_TEXT_CHARS): chunk it first"
-                )
+        self.check_texts([p.text for p in request.passages], "passages[{i}].text")
 
     async def Rerank(
         self, request: reranker_pb2.RerankRequest, context: grpc.aio.ServicerContext
@@ -59,7 +46,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         if not request.passages:
             return reply
         texts = [p.text for p in request.passages]
-        scores = await self._model_thread(self.backend.score, request.query, texts)
+        scores = await self.run(self.backend.score, request.query, texts)
         # Highest score first; ties keep the request's order.
         order = np.argsort(-scores, kind="stable")
         if request.HasField("score_threshold"):
@@ -78,37 +65,19 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.RerankerInfo:
         return reranker_pb2.RerankerInfo(
-            service=common_pb2.ServiceInfo(
-                service="reranker",
-                version=VERSION,
-                backend=self.backend.name,
-                model=self.backend.model_name,
-                details={
-                    "device": self.backend.device,
-                    "batch_size": str(self.settings.batch_size),
-                    "max_passages": str(self.settings.max_passages),
-                },
-            ),
+            service=self.service_info(max_passages=str(self.settings.max_passages)),
             max_length=self.backend.max_length,
         )
 
-    async def close(self) -> None:
-        self._model_thread.shutdown()
-
 
 async def build(settings: RerankerSettings) -> Built:
-    backend = await asyncio.to_thread(load_backend, settings)
-    servicer = RerankerServicer(backend, settings)
-    return Built(
-        specs=[
-            ServiceSpec(
-                reranker_pb2.DESCRIPTOR.services_by_name["Reranker"].full_name,
-                servicer,
-                reranker_pb2_grpc.add_RerankerServicer_to_server,
-            )
-        ],
-        close=servicer.close,
-        ready_message={
+    return await build_model_service(
+        settings,
+        load_backend,
+        RerankerServicer,
+        reranker_pb2,
+        reranker_pb2_grpc.add_RerankerServicer_to_server,
+        lambda backend: {
             "model": backend.model_name,
             "backend": backend.name,
             "max_length": backend.max_length,

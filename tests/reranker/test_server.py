@@ -20,10 +20,11 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from services.reranker.backends.base import newest_trained_model, resolve_model_dir
+from services.reranker.backends import load_backend, model_dir
 from services.reranker.settings import RerankerSettings
 from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
+from shared.models.cross_encoder import newest_reranker
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from tests.conftest import REPO, free_port
 
@@ -59,12 +60,9 @@ def tiny_model(tiny_reranker: Path) -> Path:
 
 
 def test_onnx_scores_equal_pytorch_scores(tiny_model: Path) -> None:
-    from services.reranker.backends.onnx import OnnxBackend
-    from services.reranker.backends.sentence_transformers import SentenceTransformersBackend
-
     settings = RerankerSettings(model=str(tiny_model), batch_size=3)  # several batches
-    torch_scores = SentenceTransformersBackend(settings).score(QUERY, TEXTS)
-    onnx_backend = OnnxBackend(settings)
+    torch_scores = load_backend(settings).score(QUERY, TEXTS)
+    onnx_backend = load_backend(settings.model_copy(update={"backend": "onnx"}))
     onnx_scores = onnx_backend.score(QUERY, TEXTS)
     assert torch_scores.shape == onnx_scores.shape == (len(TEXTS),)
     assert torch_scores.dtype == onnx_scores.dtype == np.float32
@@ -87,27 +85,26 @@ def test_newest_trained_model_is_found(tmp_path: Path, monkeypatch: pytest.Monke
     (root / "b" / "old").mkdir(parents=True)
     (root / "b" / "old" / "config.json").write_text("{}")  # no manifest: its mtime, now
     (root / "a" / "v1" / "model.onnx").write_text("")
-    assert newest_trained_model(root) == root / "a" / "v2"
-    assert newest_trained_model(root, "model.onnx") == root / "a" / "v1"
-    assert newest_trained_model(tmp_path / "nothing") is None
+    assert newest_reranker(models_dir=str(root)) == root / "a" / "v2"
+    assert newest_reranker("model.onnx", str(root)) == root / "a" / "v1"
+    assert newest_reranker(models_dir=str(tmp_path / "nothing")) is None
 
     monkeypatch.chdir(tmp_path)
-    assert resolve_model_dir(RerankerSettings()) == root / "a" / "v2"
-    assert resolve_model_dir(RerankerSettings(backend="onnx"), "model.onnx") == root / "a" / "v1"
+    assert newest_reranker() == root / "a" / "v2"  # models/reranker by default
+    assert model_dir(RerankerSettings()) == root / "a" / "v2"
+    assert model_dir(RerankerSettings(backend="onnx")) == root / "a" / "v1"
     with pytest.raises(FailedPrecondition, match=r"has no model\.onnx"):
-        resolve_model_dir(RerankerSettings(model=str(root / "b" / "old")), "model.onnx")
+        model_dir(RerankerSettings(model=str(root / "b" / "old")), "model.onnx")
     with pytest.raises(FailedPrecondition, match="does not exist"):
-        resolve_model_dir(RerankerSettings(model=str(tmp_path / "missing")))
+        model_dir(RerankerSettings(model=str(tmp_path / "missing")))
     monkeypatch.chdir(tmp_path / "models")
     with pytest.raises(FailedPrecondition, match=r"python -m trainers\.reranker"):
-        resolve_model_dir(RerankerSettings())
+        model_dir(RerankerSettings())
 
 
 def test_onnx_file_setting_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """RAGRAIL_RERANKER_ONNX_FILE: the file the onnx backend loads and the newest-model lookup
     requires (model_int8.onnx finds only quantized directories)."""
-    from services.reranker.backends.onnx import OnnxBackend
-
     monkeypatch.delenv("RAGRAIL_RERANKER_MODELS_DIR", raising=False)
     root = tmp_path / "models" / "reranker"
     for name, created, files in (
@@ -123,17 +120,17 @@ def test_onnx_file_setting_names_the_file(tmp_path: Path, monkeypatch: pytest.Mo
     int8 = RerankerSettings(backend="onnx")
     assert int8.onnx_file == "model_int8.onnx"
     monkeypatch.chdir(tmp_path)
-    assert resolve_model_dir(int8, int8.onnx_file) == root / "m-int8" / "v1"
-    assert resolve_model_dir(int8, "model.onnx") == root / "m" / "v1"
+    assert model_dir(int8) == root / "m-int8" / "v1"
+    assert model_dir(int8, "model.onnx") == root / "m" / "v1"
     with pytest.raises(
         FailedPrecondition,
         match=r"has no model_int8\.onnx.*ONNX files there: \['model\.onnx'\].*"
         r"RAGRAIL_RERANKER_ONNX_FILE.*trainers\.quantize reranker",
     ):
-        OnnxBackend(RerankerSettings(backend="onnx", model=str(root / "m" / "v1")))
+        load_backend(RerankerSettings(backend="onnx", model=str(root / "m" / "v1")))
     monkeypatch.chdir(root / "m")
     with pytest.raises(FailedPrecondition, match=r"no trained model with the model_int8\.onnx"):
-        OnnxBackend(RerankerSettings(backend="onnx"))
+        load_backend(RerankerSettings(backend="onnx"))
 
 
 # -- the service as a process --------------------------------------------------------------

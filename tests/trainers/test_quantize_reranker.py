@@ -133,7 +133,7 @@ def test_int8_graph_keeps_the_interface_and_is_quantized(quantized: Path) -> Non
 
 
 def test_metrics_and_manifest(quantized: Path) -> None:
-    from trainers.quantize.embedder import sha256
+    from shared.models.quantize import sha256
 
     metrics = json.loads((quantized / "metrics.json").read_text(encoding="utf-8"))
     for engine in ("torch_fp32", "onnx_fp32", "onnx_int8"):
@@ -182,8 +182,8 @@ def test_service_onnx_backend_loads_int8_and_ranks_like_torch(quantized: Path) -
         )
     )
     fp32 = load_backend(RerankerSettings(model=str(quantized), backend="onnx", batch_size=4))
-    assert int8.encoder.file == quantized / "model_int8.onnx"
-    assert fp32.encoder.file == quantized / "model.onnx"
+    assert int8.file == quantized / "model_int8.onnx"  # type: ignore[attr-defined]
+    assert fp32.file == quantized / "model.onnx"  # type: ignore[attr-defined]
     assert int8.max_length == torch_backend.max_length == 64
 
     passages = corpus()
@@ -210,7 +210,7 @@ def test_export_and_quantization_are_deterministic(
     quantized: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
     """The same model and arguments give the same ONNX bytes (the manifest's hashes)."""
-    from trainers.quantize.embedder import quantize_dynamic_variant, sha256
+    from shared.models.quantize import quantize_dynamic_variant, sha256
     from trainers.quantize.reranker import fp32_onnx, load_cross_encoder
 
     model = load_cross_encoder(tiny_model, 0)
@@ -229,7 +229,7 @@ def test_copies_an_existing_model_onnx_and_fails_past_max_score_diff(
     """A directory that already holds model.onnx (here the first run's output) keeps it;
     without --data the pairs are the built-in ones; --max-score-diff 0 fails the command
     after writing everything (an INT8 score is never exactly the FP32 one)."""
-    from trainers.quantize.embedder import sha256
+    from shared.models.quantize import sha256
     from trainers.quantize.reranker import main
 
     out = tmp_path / "again"

@@ -47,6 +47,7 @@ from trainers.data import (
     mean,
     merge_negatives,
     ndcg_at,
+    output_dir,
     recall_at,
     run_params,
     seed_everything,
@@ -281,9 +282,7 @@ switching models.
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    name = args.name or f"minilm-{args.data.resolve().name}"
-    version = args.version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("models") / "embedder" / name / version
+    return output_dir("embedder", args.name or f"minilm-{args.data.resolve().name}", args.version)
 
 
 def train(args: argparse.Namespace) -> Path:
@@ -388,6 +387,7 @@ def train(args: argparse.Namespace) -> Path:
         "train": train_stats,
     }
     manifest = {
+        "role": "embedder",
         "name": args.name or out.parent.name,
         "version": args.version or out.name,
         "path": str(out),

@@ -49,7 +49,7 @@ def read_docs(path: Path, limit: int) -> list[str]:
 
 
 def document_scores(classifier: Any, docs: list[str], window_chars: int) -> np.ndarray:
-    from services.guardrails.rails.injection import windows
+    from shared.models.classifier import windows
 
     pieces = [windows(d, window_chars) for d in docs]
     flat = [p for ps in pieces for p in ps]
@@ -95,7 +95,7 @@ def write(model: Path, threshold: float, stats: dict[str, Any]) -> None:
 
 
 def run(model: Path, docs_path: Path, max_docs: int, target_fpr: float) -> dict[str, Any]:
-    from services.guardrails.classifier import InjectionClassifier
+    from shared.models.classifier import InjectionClassifier
 
     classifier = InjectionClassifier(model)
     docs = read_docs(docs_path, max_docs)

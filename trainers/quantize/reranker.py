@@ -35,36 +35,42 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trainers.data import Beir, Bm25, mean, ndcg_at, seed_everything
-from trainers.quantize.embedder import (
+from shared.models.cross_encoder import OnnxCrossEncoder, TorchCrossEncoder
+from shared.models.quantize import (
     DEFAULT_VARIANT,
     FP32_FILE,
     INT8_FILE,
-    SHORT_TEXTS,
+    ONNX_OPSET,
     VARIANTS,
+    add_arguments,
+    card_lines,
+    check_arguments,
     copy_model_files,
     cpu_name,
+    eager_attention,
     length_batches,
     measure,
+    prepare,
     quantize_dynamic_variant,
     run_batches,
-    sample_passages,
-    sha256,
+    size_mb,
+    speed_metrics,
+    speed_rows,
+    write_quantized,
 )
+from trainers.data import Beir, Bm25, mean, ndcg_at, output_dir
+from trainers.quantize.embedder import SHORT_TEXTS, sample_passages
 
 # PyTorch weights, copied so the output also serves the sentence-transformers backend.
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -181,28 +187,10 @@ def fp32_onnx(model: Any, src: Path, out: Path, export: bool) -> dict[str, Any]:
         }
     from trainers.reranker.train import export_onnx
 
-    # Eager attention traces to plain MatMul/Softmax (about 520 nodes for MiniLM-L6 instead
-    # of SDPA's 670, same maths), as the embedder recipe exports.
-    hf = model.model
-    previous = getattr(hf.config, "_attn_implementation", None)
-    if hasattr(hf, "set_attn_implementation"):
-        hf.set_attn_implementation("eager")
-    try:
+    # Eager attention, as the embedder recipe exports.
+    with eager_attention(model.model):
         info = export_onnx(model, out)
-    finally:
-        if previous and hasattr(hf, "set_attn_implementation"):
-            hf.set_attn_implementation(previous)
     return {**info, "source": "exported (trainers.reranker.train.export_onnx, eager attention)"}
-
-
-def copy_model_dir(src: Path, out: Path) -> list[str]:
-    """Tokenizer, configuration and PyTorch weights, so `out` serves either backend."""
-    copied = copy_model_files(src, out)
-    for name in WEIGHT_FILES:
-        if (src / name).is_file():
-            shutil.copyfile(src / name, out / name)
-            copied.append(name)
-    return copied
 
 
 def source_manifest(src: Path) -> dict[str, Any]:
@@ -216,26 +204,6 @@ def source_manifest(src: Path) -> dict[str, Any]:
 
 
 # -- measuring ----------------------------------------------------------------------------
-
-
-def torch_engine(model: Any, batch_size: int) -> Score:
-    def score(pairs: list[Pair]) -> np.ndarray:
-        return np.asarray(
-            model.predict(
-                pairs, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True
-            ),
-            dtype=np.float32,
-        ).reshape(len(pairs))
-
-    return score
-
-
-def onnx_engine(out: Path, file: str, threads: int, batch_size: int, max_length: int) -> Any:
-    from services.reranker.backends.onnx import OnnxCrossEncoder
-
-    return OnnxCrossEncoder(
-        out, file, threads=threads, batch_size=batch_size, max_length=max_length
-    )
 
 
 def score_all(score: Score, pairs: list[Pair], batch_size: int, desc: str) -> np.ndarray:
@@ -280,16 +248,8 @@ def ranking_ndcg(
 def model_card(manifest: dict[str, Any]) -> str:
     m = manifest["metrics"]
     speed = m["pairs_per_s"]
-    q = manifest["quantization"]
     diff = m["score_diff_vs_torch_fp32"]
-    rows = "\n".join(
-        f"| {label} | {speed[key]:.1f} | {speed[key] / speed['torch_fp32']:.2f}x |"
-        for key, label in (
-            ("torch_fp32", "PyTorch FP32 (CrossEncoder.predict)"),
-            ("onnx_fp32", f"ONNX FP32 (`{FP32_FILE}`)"),
-            ("onnx_int8", f"ONNX INT8 (`{INT8_FILE}`)"),
-        )
-    )
+    rows = speed_rows(speed, "PyTorch FP32 (CrossEncoder.predict)")
     ndcg = ""
     if m.get("ndcg@10"):
         n = m["ndcg@10"]
@@ -308,17 +268,10 @@ INT8 scores of those pairs differ from PyTorch's by at most {d["max_abs"]:.4f} (
 {d["mean_abs"]:.4f}).
 """
     src = manifest["source"]
-    files = (
-        f"`{FP32_FILE}` (FP32, {m['size_mb']['onnx_fp32']} MB), `{INT8_FILE}` (INT8, "
-        f"{m['size_mb']['onnx_int8']} MB), tokenizer, configuration and PyTorch weights"
-    )
+    files, quantization = card_lines(manifest, "tokenizer, configuration and PyTorch weights")
     onnx = (
-        f"opset 17, inputs {', '.join(manifest['onnx']['inputs'])}, output logits (batch, 1); "
-        f"{manifest['onnx']['source']}"
-    )
-    quantization = (
-        f"{q['mode']}, variant `{q['variant']}`, weights {q['weight_type']}, activations "
-        f"{q['activations']}"
+        f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output logits "
+        f"(batch, 1); {manifest['onnx']['source']}"
     )
     return f"""# {manifest["name"]} / {manifest["version"]}
 
@@ -371,22 +324,11 @@ def default_out(args: argparse.Namespace) -> Path:
     """models/reranker/<trained name>-int8/<trained version>/: the trainer's layout, found by
     the service's newest-model lookup."""
     src = Path(args.model).resolve()
-    name = args.name or f"{src.parent.name}-int8"
-    version = args.version or src.name
-    return Path("models") / "reranker" / name / version
+    return output_dir("reranker", args.name or f"{src.parent.name}-int8", args.version or src.name)
 
 
 def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     """Runs the whole recipe; returns the output directory and its metrics."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import onnx
-    import onnxruntime
-    import sentence_transformers
-    import torch
-    import transformers
-
     started = time.perf_counter()
     src = Path(args.model)
     if not src.is_dir():
@@ -396,9 +338,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         raise SystemExit("--out must be another directory than --model (the card and manifest)")
     if (out / INT8_FILE).exists() and not args.overwrite:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
-    seed_everything(args.seed)
-    threads = args.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+    threads = prepare(args)
 
     evalset = None
     if args.data:
@@ -418,15 +358,20 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     max_length = int(model.max_seq_length)
     out.mkdir(parents=True, exist_ok=True)
     onnx_info = fp32_onnx(model, src, out, args.export)
-    copied = copy_model_dir(src, out)
+    # The PyTorch weights too, so the output also serves the sentence-transformers backend.
+    copied = copy_model_files(src, out, WEIGHT_FILES)
     print(f"{onnx_info['source']}: {out / FP32_FILE}; copied {copied}", flush=True)
     quant = quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
     print(f"quantized {out / INT8_FILE}: {quant}", flush=True)
 
-    fp32 = onnx_engine(out, FP32_FILE, threads, args.batch_size, max_length)
-    int8 = onnx_engine(out, INT8_FILE, threads, args.batch_size, max_length)
+    fp32, int8 = (
+        OnnxCrossEncoder(
+            out, file, threads=threads, batch_size=args.batch_size, max_length=max_length
+        )
+        for file in (FP32_FILE, INT8_FILE)
+    )
     engines: dict[str, Score] = {
-        "torch_fp32": torch_engine(model, args.batch_size),
+        "torch_fp32": TorchCrossEncoder(model, batch_size=args.batch_size).predict,
         "onnx_fp32": fp32.predict,
         "onnx_int8": int8.predict,
     }
@@ -467,20 +412,9 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "max_length": max_length,
         "cpu": cpu_name(),
         # measure() names its unit texts; here each input is a (query, passage) pair.
-        "pairs_per_s": {
-            **{name: s["texts_per_s"] for name, s in speed.items()},
-            "runs": {name: s["runs"] for name, s in speed.items()},
-        },
-        "speedup_vs_torch_fp32": {
-            name: round(s["texts_per_s"] / speed["torch_fp32"]["texts_per_s"], 3)
-            for name, s in speed.items()
-            if name != "torch_fp32"
-        },
+        **speed_metrics(speed, "pair"),
         "score_diff_vs_torch_fp32": diff,
-        "size_mb": {
-            "onnx_fp32": round((out / FP32_FILE).stat().st_size / 2**20, 1),
-            "onnx_int8": round((out / INT8_FILE).stat().st_size / 2**20, 1),
-        },
+        "size_mb": size_mb(out),
     }
     if evalset is not None:
         metrics["eval_split"] = args.eval_split
@@ -491,42 +425,22 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
             args.eval_depth,
         )
 
-    manifest = {
-        "name": args.name or out.parent.name,
-        "version": args.version or out.name,
-        "path": str(out),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "source": source_manifest(src),
-        "method": (
+    manifest = write_quantized(
+        out,
+        args,
+        started,
+        model_card,
+        role="reranker",
+        source=source_manifest(src),
+        method=(
             "onnxruntime dynamic quantization of the FP32 ONNX export "
             f"({quant['variant']}), INT8 weights"
         ),
-        "format": ["onnx", "sentence-transformers"],
-        "files": {
-            name: {"sha256": sha256(out / name), "bytes": (out / name).stat().st_size}
-            for name in (FP32_FILE, INT8_FILE)
-        },
-        "onnx": onnx_info,
-        "quantization": quant,
-        "params": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("out", "overwrite")
-        },
-        "metrics": metrics,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-            "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-        },
-        "seconds": round(time.perf_counter() - started, 2),
-    }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
+        format=["onnx", "sentence-transformers"],
+        onnx=onnx_info,
+        quantization=quant,
+        metrics=metrics,
+    )
     s = metrics["pairs_per_s"]
     print(
         f"pairs/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
@@ -555,14 +469,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model", required=True, help="Cross-encoder directory written by trainers.reranker."
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="Output directory (default: models/reranker/<model's name>-int8/<its version>/).",
+    add_arguments(
+        parser,
+        "models/reranker/<model's name>-int8/<its version>/",
+        "<model's name>-int8",
+        "the model's",
     )
-    parser.add_argument("--name", default="", help="Model name (default: <model's name>-int8).")
-    parser.add_argument("--version", default="", help="Model version (default: the model's).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
     parser.add_argument(
         "--export", action="store_true", help="Export model.onnx even when the model has one."
     )
@@ -584,9 +496,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--eval-max-queries", type=int, default=50, help="First N queries of the split (0: all)."
     )
     parser.add_argument("--bench-pairs", type=int, default=256, help="How many pairs to time.")
-    parser.add_argument("--repeats", type=int, default=3, help="Timed runs per engine.")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=0, help="Intra-op threads; 0: all cores.")
     parser.add_argument(
         "--max-length", type=int, default=0, help="Tokens per pair; 0: the model's own."
     )
@@ -601,12 +510,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=42, help="Orders the timed pairs.")
     args = parser.parse_args(argv)
-    for flag in ("eval_depth", "bench_pairs", "repeats", "batch_size"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
-    for flag in ("eval_max_queries", "threads", "max_length", "max_score_diff"):
-        if getattr(args, flag) < 0:
-            parser.error(f"--{flag.replace('_', '-')} must not be negative")
+    check_arguments(
+        parser,
+        args,
+        ("eval_depth", "bench_pairs", "repeats", "batch_size"),
+        ("eval_max_queries", "threads", "max_length", "max_score_diff"),
+    )
     return args
 
 

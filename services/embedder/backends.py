@@ -1,0 +1,73 @@
+"""The embedding model `RAGRAIL_EMBEDDER_BACKEND` names, built from the settings; the models
+themselves are shared/models/encoder.py's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from services.embedder.settings import EmbedderSettings
+from shared.backends import resolve_torch_device
+from shared.errors import FailedPrecondition
+from shared.models.encoder import (
+    PACKAGED_MODEL_NAME,
+    Encoder,
+    OnnxEncoder,
+    TorchEncoder,
+    packaged_minilm,
+)
+from shared.models.service import onnx_on_cpu
+
+log = logging.getLogger(__name__)
+
+
+def sentence_transformers(settings: EmbedderSettings) -> Encoder:
+    """Any local sentence-transformers directory, the packaged MiniLM by default."""
+    path = Path(settings.model) if settings.model else packaged_minilm()
+    if not path.is_dir():
+        raise FailedPrecondition(
+            f"embedder model directory {path} does not exist; set RAGRAIL_EMBEDDER_MODEL to a "
+            "local sentence-transformers directory (models are never downloaded)"
+        )
+    return TorchEncoder.load(
+        path,
+        device=resolve_torch_device(settings.device, "RAGRAIL_EMBEDDER_DEVICE"),
+        threads=settings.torch_threads,
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+        normalize=settings.normalize,
+        model_name=settings.model or PACKAGED_MODEL_NAME,
+    )
+
+
+def onnx(settings: EmbedderSettings) -> Encoder:
+    """onnxruntime on CPU, on the output of `python -m trainers.quantize embedder`."""
+    onnx_on_cpu("embedder", settings.device)
+    return OnnxEncoder(
+        settings.onnx_model_dir(),
+        settings.onnx_file,
+        threads=settings.torch_threads,
+        batch_size=settings.batch_size,
+        max_length=settings.max_length,
+        normalize=settings.normalize,
+    )
+
+
+BACKENDS: dict[str, Callable[[EmbedderSettings], Encoder]] = {
+    "sentence-transformers": sentence_transformers,
+    "onnx": onnx,
+}
+
+
+def load_backend(settings: EmbedderSettings) -> Encoder:
+    encoder = BACKENDS[settings.backend](settings)
+    log.info(
+        "embedder model loaded",
+        extra={
+            "model": encoder.model_name,
+            "device": encoder.device,
+            "dimension": encoder.dimension,
+        },
+    )
+    return encoder

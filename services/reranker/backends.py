@@ -1,0 +1,65 @@
+"""The cross-encoder `RAGRAIL_RERANKER_BACKEND` names, on the configured model directory or
+the newest trained one; the models themselves are shared/models/cross_encoder.py's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from services.reranker.settings import RerankerSettings
+from shared.backends import resolve_torch_device
+from shared.models.cross_encoder import (
+    CrossEncoder,
+    OnnxCrossEncoder,
+    TorchCrossEncoder,
+    find_reranker,
+)
+from shared.models.service import onnx_on_cpu
+
+log = logging.getLogger(__name__)
+
+
+def model_dir(settings: RerankerSettings, required: str = "") -> Path:
+    """The model directory the settings name, or the newest trained one holding the file the
+    backend loads (`required` overrides which)."""
+    return find_reranker(
+        settings.model, settings.models_dir, settings.backend, required or settings.required_file
+    )
+
+
+def sentence_transformers(settings: RerankerSettings) -> CrossEncoder:
+    """A CrossEncoder on PyTorch."""
+    path = model_dir(settings)  # before the slow imports
+    return TorchCrossEncoder.load(
+        path,
+        device=resolve_torch_device(settings.device, "RAGRAIL_RERANKER_DEVICE"),
+        max_length=settings.max_length,
+        batch_size=settings.batch_size,
+    )
+
+
+def onnx(settings: RerankerSettings) -> CrossEncoder:
+    """onnxruntime on the model directory's `onnx_file`."""
+    onnx_on_cpu("reranker", settings.device)
+    return OnnxCrossEncoder(
+        model_dir(settings),
+        settings.onnx_file,
+        batch_size=settings.batch_size,
+        max_length=settings.max_length,
+    )
+
+
+BACKENDS: dict[str, Callable[[RerankerSettings], CrossEncoder]] = {
+    "sentence-transformers": sentence_transformers,
+    "onnx": onnx,
+}
+
+
+def load_backend(settings: RerankerSettings) -> CrossEncoder:
+    model = BACKENDS[settings.backend](settings)
+    log.info(
+        "reranker model loaded",
+        extra={"model": model.model_name, "device": model.device, "max_length": model.max_length},
+    )
+    return model

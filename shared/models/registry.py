@@ -1,0 +1,189 @@
+"""The model registry: where trainers write models and services find them.
+
+Layout: `<root>/<role>/<name>/<version>/` (root `models/` by default, `RAGRAIL_MODELS_DIR`
+overrides it), each version a directory holding the model files and a `manifest.json`:
+
+    {"role": "generator", "name": "smollm2-grounded", "version": "v1",
+     "created_at": "2026-11-22T19:40:00+00:00",
+     "base": "generator/smollm2-135m-instruct/base",   # registry ref or a description
+     "method": "sft-lora", "format": "peft-lora",     # what the directory holds
+     "data": {"sha256": ...}, "metrics": {...}}
+
+`format` says how a service loads the directory: `hf` (a transformers model directory),
+`peft-lora` (an adapter for the registry model named by `base`), `gguf` (a `file` entry
+names the .gguf), `sentence-transformers`, `onnx`. Trainers written before this module
+(embedder, reranker, guardrails) already write this layout; their manifests lack `role`,
+which the directory supplies.
+
+Services that take "the newest trained model" of a role (the reranker, the guardrails
+classifier) find it with `newest(role, requires=FILE)`: the newest version holding the file
+that service loads, including directories older trainers left without a manifest.
+
+Only the standard library is used: every service image ships `shared/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+MODELS_DIR_ENV = "RAGRAIL_MODELS_DIR"
+LATEST = "latest"
+
+
+class RegistryError(LookupError):
+    """A name or version the registry does not hold, with what it does hold."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered model version."""
+
+    role: str
+    name: str
+    version: str
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.role}/{self.name}/{self.version}"
+
+    @property
+    def format(self) -> str:
+        fmt = self.manifest.get("format", "")
+        # Older trainers list every format they wrote; the first is the primary one.
+        return str(fmt[0] if isinstance(fmt, list) and fmt else fmt or "")
+
+    @property
+    def created_at(self) -> float:
+        try:
+            return datetime.fromisoformat(self.manifest["created_at"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            return (self.path / "manifest.json").stat().st_mtime
+
+    @property
+    def base(self) -> str:
+        return str(self.manifest.get("base", ""))
+
+
+def models_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The registry root: the argument, else $RAGRAIL_MODELS_DIR, else ./models."""
+    return Path(root or os.environ.get(MODELS_DIR_ENV) or "models").expanduser()
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def entries(role: str, name: str = "", root: str | os.PathLike[str] | None = None) -> list[Entry]:
+    """Every version of `role` (and of `name`, when given) with a manifest, oldest first."""
+    base = models_root(root) / role
+    pattern = f"{name}/*/manifest.json" if name else "*/*/manifest.json"
+    found = [
+        Entry(role, p.parent.parent.name, p.parent.name, p.parent, read_manifest(p.parent))
+        for p in base.glob(pattern)
+    ]
+    return sorted(found, key=lambda e: (e.created_at, e.name, e.version))
+
+
+def resolve(
+    role: str, name: str, version: str = LATEST, root: str | os.PathLike[str] | None = None
+) -> Entry:
+    """The version of `role/name`; "latest" (or empty) is the newest by manifest created_at."""
+    versions = entries(role, name, root)
+    if not versions:
+        known = sorted({e.name for e in entries(role, root=root)})
+        raise RegistryError(
+            f"no model {role}/{name} in the registry at {models_root(root)}; "
+            f"{role} models there: {known or 'none'}"
+        )
+    if version in ("", LATEST):
+        return versions[-1]
+    for entry in versions:
+        if entry.version == version:
+            return entry
+    raise RegistryError(
+        f"{role}/{name} has no version {version!r}; versions: {[e.version for e in versions]}"
+    )
+
+
+def resolve_ref(ref: str, root: str | os.PathLike[str] | None = None) -> Entry:
+    """An entry from "role/name" or "role/name/version"."""
+    parts = ref.strip("/").split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise RegistryError(f"{ref!r} is no registry reference; write role/name[/version]")
+    return resolve(parts[0], parts[1], parts[2] if len(parts) == 3 else LATEST, root)
+
+
+def version_dir(
+    role: str, name: str, version: str, root: str | os.PathLike[str] | None = None
+) -> Path:
+    return models_root(root) / role / name / version
+
+
+def manifest(
+    role: str, name: str, version: str, *, base: str, method: str, fmt: str, **extra: Any
+) -> dict[str, Any]:
+    """A manifest with the fields every registry entry has; `extra` adds data, metrics..."""
+    return {
+        "role": role,
+        "name": name,
+        "version": version,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "base": base,
+        "method": method,
+        "format": fmt,
+        **extra,
+    }
+
+
+def write_manifest(path: Path, data: dict[str, Any]) -> None:
+    """manifest.json written last and atomically: a directory with a manifest is complete."""
+    tmp = path / "manifest.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path / "manifest.json")
+
+
+def newest(
+    role: str,
+    requires: str = "manifest.json",
+    *,
+    role_dir: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> Entry | None:
+    """The newest version of any `role` model (`<role_dir>/<name>/<version>/`, role_dir
+    `<root>/<role>` by default, relative to the working directory) that holds `requires`:
+    newest by its manifest's created_at, else, for a directory without one, by the
+    modification time of `requires`. None when there is none."""
+    base = Path.cwd() / Path(role_dir or models_root(root) / role).expanduser()
+
+    def created(entry: Entry) -> float:
+        try:
+            return datetime.fromisoformat(entry.manifest["created_at"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            return (entry.path / requires).stat().st_mtime
+
+    found = [
+        Entry(role, p.parent.parent.name, p.parent.name, p.parent, read_manifest(p.parent))
+        for p in base.glob(f"*/*/{requires}")
+        if p.is_file()
+    ]
+    return max(found, key=lambda e: (created(e), str(e.path)), default=None)
+
+
+def listing(role: str = "", root: str | os.PathLike[str] | None = None) -> list[Entry]:
+    """Every entry of a role, or of every role, oldest first."""
+    base = models_root(root)
+    if not base.is_dir():
+        return []
+    roles = [role] if role else sorted(p.name for p in base.iterdir() if p.is_dir())
+    return [e for r in roles for e in entries(r, root=root)]

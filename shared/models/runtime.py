@@ -1,0 +1,63 @@
+"""onnxruntime sessions and the file checks every ONNX model of the suite shares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shared.errors import FailedPrecondition
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of a model directory; one that does not read stops the caller with the
+    file named."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FailedPrecondition(f"cannot read {path}: {exc}") from exc
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """`read_json` for a file that should hold an object ({} when it holds something else)."""
+    data = read_json(path)
+    return data if isinstance(data, dict) else {}
+
+
+def onnx_files(path: Path) -> list[str]:
+    """The ONNX files of a model directory, for error messages that say what is there."""
+    return sorted(p.name for p in path.glob("*.onnx")) if path.is_dir() else []
+
+
+def session(file: Path, threads: int = 0, *, spinning: bool = False) -> Any:
+    """An onnxruntime CPU session on `file`.
+
+    `threads`: intra-op threads (0: onnxruntime's default, one per physical core). Runs are
+    sequential with one inter-op thread and every graph optimisation, onnxruntime's defaults
+    written out. `spinning=False` lets idle intra-op threads sleep after a run instead of
+    spinning: the suite's services share few cores, and threads spinning after each call took
+    the CPU from the next model call (a guardrails check doubled in time).
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(file), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def check_inputs(session: Any, tokenizer: Any, file: Path, remedy: str) -> list[str]:
+    """The session's input names, which the tokenizer must all produce."""
+    names = [i.name for i in session.get_inputs()]
+    missing = sorted(set(names) - set(tokenizer.model_input_names))
+    if missing:
+        raise FailedPrecondition(
+            f"{file} takes inputs {missing} that the tokenizer does not produce; {remedy}"
+        )
+    return names

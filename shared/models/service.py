@@ -1,0 +1,98 @@
+"""What the model services (embedder, reranker) share around their model: one forward pass
+at a time on a thread of its own, text checks with actionable errors, the `Info` header,
+the onnx-on-cpu rule and the startup wiring."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from shared.errors import FailedPrecondition, InvalidArgument
+from shared.models.settings import ModelServiceSettings
+from shared.proto.ragrail.v1 import common_pb2
+from shared.server import BlockingRunner, Built, ServiceSpec
+from shared.version import VERSION
+
+Model = TypeVar("Model")
+Settings = TypeVar("Settings", bound=ModelServiceSettings)
+
+
+def onnx_on_cpu(service: str, device: str) -> None:
+    """The onnx backend runs on cpu only (auto means cpu for it)."""
+    if device not in ("cpu", "auto"):
+        prefix = f"RAGRAIL_{service.upper()}"
+        raise FailedPrecondition(
+            f"{prefix}_DEVICE={device}: the onnx backend runs on cpu only; "
+            f"use cpu, or {prefix}_BACKEND=sentence-transformers for a GPU"
+        )
+
+
+class ModelServicer(Generic[Model, Settings]):
+    """Base of a model service's servicer: `self.backend` is the loaded model, `run` calls
+    it off the event loop."""
+
+    service: str = ""  # the service's name: embedder, reranker
+    thread_name: str = "model"
+
+    def __init__(self, backend: Model, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+        # One model, one forward pass at a time: two concurrent passes only fight for the cores.
+        self._model_thread = BlockingRunner(1, self.thread_name)
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self._model_thread(fn, *args)
+
+    def check_texts(self, texts: Sequence[str], what: str, hint: str = "chunk it first") -> None:
+        """Each text non-blank and within max_text_chars; errors name the item."""
+        limit = self.settings.max_text_chars
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InvalidArgument(f"{what.format(i=i)} is empty or whitespace; remove it")
+            if len(text) > limit:
+                raise InvalidArgument(
+                    f"{what.format(i=i)} has {len(text)} characters; the limit is {limit}"
+                    f"{self.limit_setting('max_text_chars')}: {hint}"
+                )
+
+    def limit_setting(self, field: str) -> str:
+        """ " (RAGRAIL_<SERVICE>_<FIELD>)", naming the setting that raises a limit."""
+        return f" (RAGRAIL_{self.service.upper()}_{field.upper()})"
+
+    def service_info(self, **details: str) -> common_pb2.ServiceInfo:
+        backend: Any = self.backend
+        return common_pb2.ServiceInfo(
+            service=self.service,
+            version=VERSION,
+            backend=backend.name,
+            model=backend.model_name,
+            details={
+                "device": backend.device,
+                "batch_size": str(self.settings.batch_size),
+                **details,
+            },
+        )
+
+    async def close(self) -> None:
+        self._model_thread.shutdown()
+
+
+async def build_model_service(
+    settings: Settings,
+    load: Callable[[Settings], Model],
+    servicer_cls: Callable[[Model, Settings], ModelServicer[Model, Settings]],
+    proto: Any,
+    add_servicer: Callable[..., None],
+    ready: Callable[[Model], dict[str, Any]],
+) -> Built:
+    """Loads the model off the event loop and wires its servicer: `proto` is the generated
+    *_pb2 module whose one service the servicer implements."""
+    backend = await asyncio.to_thread(load, settings)
+    servicer = servicer_cls(backend, settings)
+    (service,) = proto.DESCRIPTOR.services_by_name.values()
+    return Built(
+        specs=[ServiceSpec(service.full_name, servicer, add_servicer)],
+        close=servicer.close,
+        ready_message=ready(backend),
+    )

@@ -1,0 +1,79 @@
+"""Settings of the model services (embedder, reranker), and the few model settings that
+`ragrail up` reads on its own to tell whether a service can start.
+
+`ModelServiceSettings` holds what both model services have: a backend (sentence-transformers
+on PyTorch, or onnx), a model, the ONNX file, a device, batch and input limits. The choice
+classes below read only a service's model fields, from the same environment variables and
+YAML section as the service; the service's own settings class validates the rest when it
+starts. Defaults both sides share are the constants here.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from shared.settings import RagrailSettings, ServiceSettings
+
+Backend = Literal["sentence-transformers", "onnx"]
+DEFAULT_BACKEND: Backend = "sentence-transformers"
+# The reranker's: trainers.reranker --export-onnx writes only model.onnx (FP32), so the default
+# loads a freshly trained model; model_int8.onnx needs `python -m trainers.quantize reranker`.
+RERANKER_ONNX_FILE = "model.onnx"
+RERANKER_MODELS_DIR = "models/reranker"
+
+
+class ModelServiceSettings(ServiceSettings):
+    """Settings every model service has; subclasses add their own and refine descriptions."""
+
+    backend: Backend = Field(
+        DEFAULT_BACKEND,
+        description="Model runtime: sentence-transformers (PyTorch) or onnx (onnxruntime on "
+        "CPU, on the model directory's `onnx_file`).",
+    )
+    model: str = Field("", description="Path to the model directory.")
+    onnx_file: str = Field(
+        "model_int8.onnx",
+        description="The onnx backend's file in the model directory: model_int8.onnx (INT8 "
+        "weights) or model.onnx (FP32).",
+    )
+    device: str = Field(
+        "cpu",
+        description="cpu, cuda, cuda:N, or auto (cuda when available); the onnx backend runs "
+        "on cpu only.",
+    )
+    batch_size: int = Field(32, ge=1, le=1024, description="Inputs per forward pass.")
+    max_length: int = Field(
+        0, ge=0, description="Truncate inputs to this many tokens; 0 keeps the model's."
+    )
+    max_text_chars: int = Field(200_000, ge=1, description="Longest single text accepted.")
+
+
+class RerankerChoice(RagrailSettings):
+    """The reranker's model settings alone (RAGRAIL_RERANKER_BACKEND, _MODEL, _ONNX_FILE,
+    _MODELS_DIR)."""
+
+    service_name: ClassVar[str] = "reranker"
+    model_config = SettingsConfigDict(env_prefix="RAGRAIL_RERANKER_", extra="ignore")
+
+    backend: Backend = DEFAULT_BACKEND
+    model: str = ""
+    onnx_file: str = RERANKER_ONNX_FILE
+    models_dir: str = RERANKER_MODELS_DIR
+
+    @property
+    def required_file(self) -> str:
+        """The file the backend loads: the ONNX file, or config.json for PyTorch."""
+        return self.onnx_file if self.backend == "onnx" else "config.json"
+
+
+class InjectionChoice(RagrailSettings):
+    """The guardrails service's prompt-injection model setting alone
+    (RAGRAIL_GUARDRAILS_INJECTION_MODEL)."""
+
+    service_name: ClassVar[str] = "guardrails"
+    model_config = SettingsConfigDict(env_prefix="RAGRAIL_GUARDRAILS_", extra="ignore")
+
+    injection_model: str = ""
