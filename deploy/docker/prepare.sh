@@ -13,6 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 say() { echo "prepare: $*" >&2; }
+# One at a time (.ci/run starts one early, the live test another): the second waits, then
+# finds the wheelhouse and the base image ready.
+exec 9>"${TMPDIR:-/tmp}/ragrail-docker-prepare.lock"
+flock 9
 
 docker info >/dev/null 2>&1 || {
   say "no Docker engine answers (start dockerd, or see deploy/README.md)"

