@@ -1,17 +1,19 @@
-"""Helpers the benchmarks share: BEIR data loading, IR metrics, latency percentiles, a suite."""
+"""Helpers the benchmarks share: BEIR data loading, latency percentiles, a suite. IR metrics
+are trainers.data's, so a benchmark figure and a model card compute nDCG the same way."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from shared.topology import SERVICES
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -37,17 +39,6 @@ def load_beir(root: Path, split: str = "test") -> tuple[dict, dict, dict]:
             if int(grade) > 0:
                 qrels.setdefault(qid, {})[did] = int(grade)
     return corpus, {q: queries[q] for q in qrels}, qrels
-
-
-def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
-    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
-    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
 
 
 def dedupe(ids: list[str]) -> list[str]:
@@ -85,8 +76,7 @@ def suite_supervisor(env: dict[str, str] | None = None, *, restart: bool = False
             return str(s.getsockname()[1])
 
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
-        names = ("embedder", "retriever", "reranker", "generator", "guardrails", "gateway")
-        ports = {n: free() for n in names}
+        ports = {n: free() for n in SERVICES}
         saved = dict(os.environ)
         os.environ.update(
             {

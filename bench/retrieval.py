@@ -33,17 +33,10 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from bench.common import (
-    REPO,
-    SHARED_DATA,
-    dedupe,
-    load_beir,
-    ndcg_at,
-    percentiles,
-    recall_at,
-    running_suite,
-)
+from bench.common import REPO, SHARED_DATA, dedupe, load_beir, percentiles, running_suite
 from ragrail.client import GatewayClient
+from shared.models.cross_encoder import newest_reranker
+from trainers.data import ndcg_at, recall_at
 
 console = Console()
 COLLECTION = "bench_scifact"
@@ -144,9 +137,7 @@ def _int8_of(models: Path, source: Path | None) -> Path | None:
 
 def reranker_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     """The reranker service's environment, and a label; empty when there is no model."""
-    from services.reranker.backends.base import newest_trained_model
-
-    model = args.reranker or newest_trained_model(REPO / "models" / "reranker")
+    model = args.reranker or newest_reranker(models_dir=str(REPO / "models" / "reranker"))
     if model is None:
         return {}, ""
     env = {"RAGRAIL_RERANKER_MODEL": str(model)}
@@ -196,17 +187,12 @@ def embed_throughput(texts: list[str], int8_dir: Path | None, batch: int) -> dic
         t, batch_size=batch, normalize_embeddings=True
     )
     if int8_dir is not None:
-        from services.embedder.backends.onnx import OnnxBackend
-        from services.embedder.settings import EmbedderSettings
+        from shared.models.encoder import OnnxEncoder
 
         for label, file in (("ONNX FP32", "model.onnx"), ("ONNX INT8", INT8_FILE)):
             if (int8_dir / file).exists():
-                backend = OnnxBackend(
-                    EmbedderSettings(
-                        backend="onnx", model=str(int8_dir), onnx_file=file, batch_size=batch
-                    )
-                )
-                engines[label] = backend.embed
+                # As the embedder service's onnx backend runs it, with its default settings.
+                engines[label] = OnnxEncoder(int8_dir, file, batch_size=batch).embed
     speed = {}
     for label, run in engines.items():
         run(texts[:batch])  # warm-up
