@@ -4,10 +4,12 @@ the real embedder, retriever and generator processes (llama.cpp on SmolLM2-135M)
 from __future__ import annotations
 
 import base64
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -156,6 +158,62 @@ def test_sources_that_do_not_fit_the_context_window_are_left_out(
     assert 1 <= len(extra["citations"]) < 8, extra["warnings"]
     assert any("did not fit" in w for w in extra["warnings"])
     assert reply.usage.prompt_tokens <= 4096 - 2048
+
+
+def test_the_oldest_turns_that_do_not_fit_are_left_out(client: openai.OpenAI) -> None:
+    # Each earlier turn is about 700 tokens: with a 2048-token answer in a 4096-token window
+    # the oldest ones must go, the question stays.
+    long = "The river runs past the old mill and the stone bridge. " * 60
+    conversation = [
+        {"role": "user", "content": long},
+        {"role": "assistant", "content": long},
+        {"role": "user", "content": long},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Say hello."},
+    ]
+    reply = client.chat.completions.create(
+        model="any", messages=conversation, max_tokens=2048, stop=["\n", "."], temperature=0
+    )
+    extra = reply.model_extra or {}
+    assert any("oldest message(s) did not fit" in w for w in extra["warnings"]), extra
+    assert 0 < reply.usage.prompt_tokens <= 4096 - 2048
+
+
+def grpc_calls(suite, service: str, method: str) -> float:  # type: ignore[no-untyped-def]
+    """Calls a service has handled, from its own /metrics (ragrail_grpc_requests_total)."""
+    port = suite.env[f"RAGRAIL_{service.upper()}_METRICS_PORT"]
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    pattern = rf'ragrail_grpc_requests_total\{{[^}}]*method="{method}"[^}}]*\}} (\S+)'
+    return sum(float(n) for n in re.findall(pattern, text))
+
+
+def test_a_chat_counts_its_prompt_tokens_in_one_call(client: openai.OpenAI, suite) -> None:  # type: ignore[no-untyped-def]
+    for knowledge_base in ({"collection": COLLECTION, "reranker_top_k": 3}, {}):
+        before = grpc_calls(suite, "generator", "CountTokens")
+        client.chat.completions.create(
+            model="any",
+            messages=[{"role": "user", "content": BEES}],
+            extra_body=knowledge_base,
+            **SHORT,
+        )
+        assert grpc_calls(suite, "generator", "CountTokens") - before == 1
+
+
+def test_the_generator_info_is_asked_once_per_connection(client: openai.OpenAI, suite) -> None:  # type: ignore[no-untyped-def]
+    def ask() -> str:
+        reply = client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Say hello."}], max_tokens=2
+        )
+        return reply.model
+
+    ask()
+    asked = grpc_calls(suite, "generator", "Info")
+    ask()
+    assert grpc_calls(suite, "generator", "Info") == asked  # cached
+    suite.restart("generator")  # a new process, which may serve another model: ask it again
+    models = [ask() for _ in range(3)]
+    assert models == ["SmolLM2-135M-Instruct.Q4_1.gguf"] * 3
+    assert grpc_calls(suite, "generator", "Info") == 1  # the new process was asked once
 
 
 def test_embeddings_and_models(client: openai.OpenAI) -> None:

@@ -1,6 +1,12 @@
 """The stages of a chat, one module each. A stage reads the ChatState that earlier stages
-filled and adds its own result; `rag/serving.py` lists them in order, so a new stage is a new
-module here and one line there."""
+filled and adds its own result; `rag/serving.py` lists them in order.
+
+A new stage is a module here with a `Stage` subclass (its `name`, `applies` and `run`; a
+field of ChatState for its result if it has one) and one line in `ChatServing`'s
+`before_generation` or `after_generation`: it is then traced (span `chat.<name>`), timed
+(`ragrail_chat_stage_seconds{stage=<name>}`) and skipped when it does not apply. Another way
+of answering (extractive, say) is a class with `complete(chat)` and `stream(chat)` like
+`generate.Generate`, chosen in `ChatServing`."""
 
 from __future__ import annotations
 
