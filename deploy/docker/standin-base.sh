@@ -9,7 +9,7 @@
 #
 # Like the official image: Debian 12 (minbase) with a CPython built from source in /usr/local,
 # here the interpreter PYTHON runs on (default: .venv's, i.e. the one the project is tested
-# on, 3.11.7 on this project's machines), its standard library without tests, and the shared
+# on, 3.11.7 on this project's machines), its compiled standard library without tests, and the shared
 # libraries its modules load. Debian's own python3 (3.11.2) is too old for some pinned
 # packages (soupsieve needs >= 3.11.5), and is used only when PYTHON is Debian's own.
 # Also in the image: libgomp1 (llama.cpp's OpenMP runtime, which the generator image would
@@ -47,11 +47,15 @@ if [ "$prefix" != /usr ]; then
   cp -a "$prefix"/lib/libpython"$version"*.so* "$rootfs/usr/local/lib/" 2>/dev/null || true
   tar -C "$prefix/$stdlib" \
     --exclude=./site-packages --exclude=./test --exclude=./idlelib --exclude=./tkinter \
-    --exclude=./turtledemo --exclude=__pycache__ -c . | tar -C "$rootfs/usr/local/$stdlib" -x
+    --exclude=./turtledemo --exclude='*.opt-[12].pyc' -c . | tar -C "$rootfs/usr/local/$stdlib" -x
   mkdir -p "$rootfs/usr/local/$stdlib/site-packages"
   ln -sf "python$version" "$rootfs/usr/local/bin/python3"
   ln -sf "python$version" "$rootfs/usr/local/bin/python"
   chroot "$rootfs" /sbin/ldconfig
+  # Bytecode for anything the host had not compiled: the images run with
+  # PYTHONDONTWRITEBYTECODE=1, and without it every start recompiles what it imports (seconds
+  # for `import grpc` in a healthcheck).
+  chroot "$rootfs" "/usr/local/bin/python$version" -m compileall -q -j 0 "/usr/local/$stdlib" >/dev/null || true
   chroot "$rootfs" /usr/local/bin/python3 -c 'import ssl, sqlite3, ctypes, venv, ensurepip'
 else
   ln -sf python3 "$rootfs/usr/bin/python"
