@@ -422,62 +422,84 @@ def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
 
 
 def swap(
-    stack: Stack, service: str, env: dict[str, str], kind: str, capsys: pytest.CaptureFixture[str]
-) -> tuple[Load, dict[str, Any]]:
-    """`up -d --no-deps --build SERVICE` with its environment changed, under load."""
+    stack: Stack, service: str, env: dict[str, str], kind: str, *, beside: bool
+) -> dict[str, Any]:
+    """Replaces SERVICE with its environment changed, under load: `up -d --no-deps --build`
+    (stop, then start: a gap while the model loads) or, with `beside`, deploy/docker/swap.sh
+    (the new container starts beside the old one, which stops once the new one is healthy)."""
     stack.env.update(env)
     old = stack.container_id(service)
     with Load(stack.url, kind, workers=2 if kind == "search" else 1) as load:
         time.sleep(3)
         swapped_at = load.now()
-        stack.compose("up", "-d", "--no-deps", "--build", service)
-        replaced_s = load.now() - swapped_at
+        if beside:
+            compose = " ".join(stack.command)
+            run(
+                "deploy/docker/swap.sh", service, "-p", PROJECT, "-f", str(REPO / "compose.yaml"),
+                env={**stack.env, "COMPOSE": compose}, timeout=900,
+            )  # fmt: skip
+        else:
+            stack.compose("up", "-d", "--no-deps", "--build", service)
+        returned_s = load.now() - swapped_at
         healthy_s = stack.wait_healthy(service)
         load.wait_for_success_after(load.now())
         time.sleep(3)
-    assert stack.container_id(service) != old, f"{service} was not replaced"
+    new = stack.container_id(service)
+    assert new and new != old and "\n" not in new, f"{service}: {old!r} -> {new!r}"
     figures = load.figures(swapped_at)
-    figures["up_returned_s"] = round(replaced_s, 1)
-    figures["healthy_s"] = round(replaced_s + healthy_s, 1)
-    return load, figures
+    figures["command_s"] = round(returned_s, 1)
+    figures["healthy_s"] = round(returned_s + healthy_s, 1)
+    return figures
 
 
-def test_embedder_swapped_to_int8_onnx_while_searches_run(
+def container_env(stack: Stack, service: str) -> str:
+    return run(
+        "docker", "inspect", "-f", "{{json .Config.Env}}", stack.container_id(service)
+    ).stdout
+
+
+def test_embedder_recreated_as_int8_onnx_while_searches_run(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, figures = swap(
-        stack, "embedder",
-        {"RAGRAIL_EMBEDDER_BACKEND": "onnx", "RAGRAIL_EMBEDDER_MODEL": "/app/models/embedder/int8"},
-        "search", capsys,
-    )  # fmt: skip
-    report("swap embedder -> INT8 ONNX (search load)", figures, capsys)
-    cid = stack.container_id("embedder")
-    env = run("docker", "inspect", "-f", "{{json .Config.Env}}", cid).stdout
-    assert "RAGRAIL_EMBEDDER_BACKEND=onnx" in env
+    int8 = {
+        "RAGRAIL_EMBEDDER_BACKEND": "onnx",
+        "RAGRAIL_EMBEDDER_MODEL": "/app/models/embedder/int8",
+    }
+    figures = swap(stack, "embedder", int8, "search", beside=False)
+    report("embedder -> INT8 ONNX, up -d --no-deps --build (search load)", figures, capsys)
+    assert "RAGRAIL_EMBEDDER_BACKEND=onnx" in container_env(stack, "embedder")
     with stack.client() as http:
         hits = http.post("/v1/search", json={"query": QUESTION, "collection": COLLECTION}).json()
     assert hits["hits"][0]["document_name"] == "honeybee-colonies.md"
 
 
-def test_generator_swapped_to_a_registry_version_while_chats_run(
+def test_embedder_swapped_back_beside_the_old_one_loses_no_search(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, figures = swap(
-        stack, "generator", {"RAGRAIL_GENERATOR_REGISTRY_MODEL": "smollm2/v2"}, "chat", capsys
-    )
-    report("swap generator -> registry smollm2/v2 (chat load)", figures, capsys)
+    torch = {"RAGRAIL_EMBEDDER_BACKEND": "sentence-transformers", "RAGRAIL_EMBEDDER_MODEL": ""}
+    figures = swap(stack, "embedder", torch, "search", beside=True)
+    report("embedder -> PyTorch, swap.sh (two replicas) (search load)", figures, capsys)
+    assert "RAGRAIL_EMBEDDER_BACKEND=sentence-transformers" in container_env(stack, "embedder")
+    assert figures["failed"] == 0, figures
+
+
+def test_generator_swapped_to_a_registry_version_loses_no_chat(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = {"RAGRAIL_GENERATOR_REGISTRY_MODEL": "smollm2/v2"}
+    figures = swap(stack, "generator", registry, "chat", beside=True)
+    report("generator -> registry smollm2/v2, swap.sh (chat load)", figures, capsys)
     logs = stack.compose("logs", "--no-color", "generator")
-    assert "smollm2/v2" in logs or "generator/smollm2/v2" in logs, logs[-2000:]
+    assert "generator/smollm2/v2" in logs, logs[-2000:]
+    assert figures["failed"] == 0, figures
 
 
-def test_guardrails_config_swapped_while_chats_run(
+def test_guardrails_config_swapped_loses_no_chat(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, figures = swap(
-        stack, "guardrails",
-        {"RAGRAIL_GUARDRAILS_CONFIG_DIR": "/app/models/config/guardrails-v2"}, "chat", capsys,
-    )  # fmt: skip
-    report("swap guardrails config (chat load)", figures, capsys)
+    config = {"RAGRAIL_GUARDRAILS_CONFIG_DIR": "/app/models/config/guardrails-v2"}
+    figures = swap(stack, "guardrails", config, "chat", beside=True)
+    report("guardrails -> config v2, swap.sh (chat load)", figures, capsys)
     with stack.client() as http:
         reply = http.post(
             "/v1/chat/completions",
@@ -488,6 +510,7 @@ def test_guardrails_config_swapped_while_chats_run(
         )
     assert reply.status_code == 200, reply.text
     assert "swap canary" in json.dumps(reply.json()), "the new config's deny-list rail did not run"
+    assert figures["failed"] == 0, figures
 
 
 def test_print_the_figures(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
