@@ -81,10 +81,11 @@ def free_port() -> int:
 def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> Iterator[Target]:
     """Runs `python -m <module>` with `env` on top of a RAGRAIL_-free environment, on free
     ports (`RAGRAIL_<prefix>_PORT`, metrics too), until its gRPC health check says SERVING;
-    yields its target and stops it afterwards. Its output goes to `log`."""
+    yields its target and stops it afterwards. Its output goes to `log`. A port given in `env`
+    is kept (a service started again where its clients look for it)."""
     from shared.clients import grpc_serving
 
-    port = free_port()
+    port = int(env.get(f"RAGRAIL_{prefix}_PORT") or free_port())
     full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
     full.update(
         HF_HUB_OFFLINE="1",

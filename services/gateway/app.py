@@ -11,14 +11,28 @@ from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.gateway.auth import ApiKeysAndRateLimit, load_keys
+from services.gateway.browser_safety import BrowserSafety
 from services.gateway.clients import Services
+from services.gateway.disconnect import install_disconnect_handler
 from services.gateway.errors import install_error_handlers
+from services.gateway.failures import FailureAccounting, UnhandledErrors
 from services.gateway.http_metrics import RequestMetrics
+from services.gateway.ingest.jobs import IngestJobs
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
+from services.gateway.openapi import install_openapi
 from services.gateway.rag.serving import ChatServing
-from services.gateway.routes import collections, documents, health, openai, playground, search
+from services.gateway.routes import (
+    collections,
+    documents,
+    health,
+    ingest_jobs,
+    openai,
+    playground,
+    search,
+)
 from services.gateway.settings import GatewaySettings
+from services.gateway.validation import JsonBodyGuard
 from shared.version import VERSION
 
 
@@ -32,9 +46,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.services = services
         app.state.pipeline = IngestPipeline(services, settings)
         app.state.chat = ChatServing(services, settings)
+        app.state.ingest_jobs = IngestJobs(app.state.pipeline, settings)
         try:
             yield
         finally:
+            await app.state.ingest_jobs.close()
             await services.close()
 
     app = FastAPI(
@@ -45,9 +61,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_disconnect_handler(app)
+    install_openapi(app)
     for router in (
         collections.router,
         documents.router,
+        ingest_jobs.router,
         search.router,
         openai.router,
         health.router,
@@ -62,10 +81,15 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # The last added runs first: CORS headers on every answer (401 and 429 too), then keys and
     # rate limits before a body is read, then the body size limit, then metrics and the log
     # line (so a 401, 413 or 429 is not counted as a route's latency).
+    # Innermost: a JSON body's lone surrogates refused for every route at once, and an
+    # exception no handler took answered here, on a connection that stays usable.
+    app.add_middleware(JsonBodyGuard)
+    app.add_middleware(UnhandledErrors)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_request_mb * 1024 * 1024))
     # Keys are read now, so a missing keys file stops the gateway at start, not at a request.
-    app.add_middleware(ApiKeysAndRateLimit, settings=settings, keys=load_keys(settings))
+    keys = load_keys(settings)
+    app.add_middleware(ApiKeysAndRateLimit, settings=settings, keys=keys)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -73,4 +97,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             allow_methods=["*"],
             allow_headers=["*"],
         )
+    # Outermost: foreign Host names and cross-origin writes refused before anything else, and
+    # every failed answer (these refusals, 401, 413 and 429 included) counted and logged.
+    app.add_middleware(BrowserSafety, settings=settings, keyless=not keys)
+    app.add_middleware(FailureAccounting)
     return app

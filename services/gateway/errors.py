@@ -27,7 +27,9 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
 
 def _describe(error: dict) -> str:
     where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-    return f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg"))
+    # pydantic prefixes a validator's own message with "Value error, ": noise to a client.
+    msg = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -52,7 +52,8 @@ class RequestMetrics:
             elapsed = time.perf_counter() - start
             HTTP_REQUESTS.labels(method, path, str(status)).inc()
             HTTP_LATENCY.labels(method, path).observe(elapsed)
-            if path not in QUIET_ROUTES:
+            # A failure gets its one log line, with its error, from failures.FailureAccounting.
+            if path not in QUIET_ROUTES and status < 400:
                 log.info(
                     "http",
                     extra={

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.gateway.schemas import COLLECTION_NAME, SearchMode
+from services.gateway.validation import INT32_MAX, INT64_MAX, INT64_MIN, FilterObject
 
 if TYPE_CHECKING:
     from services.gateway.passage import Passage
@@ -59,17 +60,19 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=200)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    # Bounded by the protobuf field each travels in (int32, int64); the generator then
+    # applies its own, smaller limits with a message that names them.
+    max_tokens: int | None = Field(None, ge=1, le=INT32_MAX)
+    max_completion_tokens: int | None = Field(None, ge=1, le=INT32_MAX)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="One choice per request.")
     tools: list[dict[str, Any]] | None = None
 
     # Extra sampling fields (vLLM and NIM accept them too).
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=INT32_MAX)
     repetition_penalty: float | None = Field(None, gt=0, le=2)
 
     # -- RAG options ----------------------------------------------------------------------
@@ -97,7 +100,7 @@ class ChatCompletionRequest(BaseModel):
     )
     enable_citations: bool = Field(True, description="Return the sources with the answer.")
     search_mode: SearchMode = SearchMode.hybrid
-    filter: dict[str, Any] | None = Field(None, description="Metadata filter, as /v1/search.")
+    filter: FilterObject | None = Field(None, description="Metadata filter, as /v1/search.")
 
     @field_validator("stop")
     @classmethod

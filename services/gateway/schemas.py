@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from services.gateway.validation import FilterObject, MetadataObject
+
 if TYPE_CHECKING:
     from services.gateway.passage import Passage
 
@@ -50,13 +52,13 @@ class TextDocument(BaseModel):
         None, min_length=1, max_length=256, description="Stable id; defaults to the name."
     )
     content_type: str = Field("text/plain", description="text/plain, text/markdown or text/html.")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: MetadataObject = Field(default_factory=dict)
 
 
 class DocumentsIngest(BaseModel):
     collection: str = Field(pattern=COLLECTION_NAME)
     documents: list[TextDocument] = Field(min_length=1)
-    metadata: dict[str, Any] = Field(
+    metadata: MetadataObject = Field(
         default_factory=dict, description="Merged into every document's metadata."
     )
     chunk_size: int | None = Field(None, ge=16, le=8192)
@@ -117,7 +119,7 @@ class SearchRequest(BaseModel):
     collection: str = Field(pattern=COLLECTION_NAME)
     top_k: int | None = Field(None, ge=1, le=1000)
     mode: SearchMode = SearchMode.hybrid
-    filter: dict[str, Any] | None = Field(
+    filter: FilterObject | None = Field(
         None,
         description='Metadata filter, e.g. {"year": {"$gte": 2020}, "document_id": "a.md"}; '
         "operators $eq $ne $gt $gte $lt $lte $in $nin; keys are ANDed.",
@@ -204,3 +206,34 @@ class ServiceHealth(BaseModel):
 class Health(BaseModel):
     status: str = Field(description="ok when every service is SERVING, else degraded.")
     services: dict[str, ServiceHealth]
+
+
+class IngestJobState(StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class IngestJob(BaseModel):
+    """An ingest running in the background (POST /v1/ingest/jobs), and how far it got."""
+
+    id: str
+    state: IngestJobState
+    collection: str
+    documents_total: int = Field(
+        description="Documents received; once chunked, those with text to ingest."
+    )
+    documents_done: int = Field(description="Documents stored so far (each stored whole).")
+    chunks_total: int = Field(description="Chunks to embed and store (0 until chunked).")
+    chunks_done: int
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: ErrorBody | None = Field(None, description="Why it failed (state failed).")
+    result: IngestResponse | None = Field(None, description="What went in (state succeeded).")
+
+
+class IngestJobList(BaseModel):
+    jobs: list[IngestJob] = Field(description="Newest first.")

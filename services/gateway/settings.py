@@ -57,6 +57,33 @@ class GatewaySettings(RagrailSettings):
         100.0, gt=0, description="Largest request body accepted (413 above)."
     )
     max_files_per_request: int = Field(1000, ge=1, description="Most files in one upload.")
+    ingest_max_mb: float = Field(
+        10.0,
+        gt=0,
+        description="Most document bytes in one POST /v1/documents (413 above); larger uploads "
+        "go to POST /v1/ingest/jobs, up to max_request_mb.",
+    )
+    ingest_max_chunks: int = Field(
+        2000,
+        ge=1,
+        description="Most chunks one POST /v1/documents may produce (413 above: each is "
+        "embedded on the request's time); larger ingests go to POST /v1/ingest/jobs.",
+    )
+    ingest_job_max_chunks: int = Field(
+        100_000, ge=1, description="Most chunks one ingest job may produce."
+    )
+    ingest_jobs_concurrency: int = Field(
+        1, ge=1, description="Ingest jobs run at once; the rest wait their turn (queued)."
+    )
+    ingest_jobs_queue: int = Field(
+        16,
+        ge=1,
+        description="Ingest jobs that may wait or run at once (each holds its upload in "
+        "memory); beyond that POST /v1/ingest/jobs is a 429.",
+    )
+    ingest_jobs_kept: int = Field(
+        100, ge=1, description="Finished ingest jobs remembered for GET (the oldest go first)."
+    )
     chunk_size: int = Field(
         0, ge=0, description="Tokens per chunk; 0 fits the embedder's max input length."
     )
@@ -77,7 +104,23 @@ class GatewaySettings(RagrailSettings):
         "vdb_top_k (the NVIDIA RAG blueprint uses 100; 50 keeps a CPU cross-encoder under "
         "~0.5 s).",
     )
-    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins allowed by CORS, and so to send state-changing requests from a "
+        "browser (other origins get a 403).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the gateway answers to besides localhost, 127.0.0.1, ::1 and "
+        "the bind address ('*' any, '*.example.com' subdomains); others get a 421. Checked "
+        "without API keys (against DNS rebinding), and with keys once set.",
+    )
+    csrf_require_header: bool = Field(
+        False,
+        description="Form and multipart posts must carry X-Requested-With or an API key even "
+        "with no Origin header (browsers send Origin, so cross-origin posts are refused "
+        "either way; this also refuses curl -F without -H).",
+    )
     api_keys: list[str] = Field(
         default_factory=list,
         description="API keys accepted as 'Authorization: Bearer <key>' or 'X-API-Key'; none "

@@ -14,15 +14,19 @@ import bisect
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.gateway.clients import Services
 from services.gateway.ingest.chunker import Chunker, TextChunk, TokenSpans
 from services.gateway.ingest.parsers import ParsedDocument
 from services.gateway.settings import GatewaySettings
+from services.gateway.validation import check_document_id
 from shared.errors import InvalidArgument
 from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import dict_to_struct
+
+if TYPE_CHECKING:
+    from services.gateway.ingest.request import IngestProgress
 
 # Chunker metadata that would be large and is turned into per-chunk fields instead.
 _PER_CHUNK_KEYS = ("page_starts",)
@@ -54,10 +58,7 @@ def chunk_id(document_id: str, index: int) -> str:
 
 
 def document_id_for(name: str, explicit: str | None) -> str:
-    doc_id = (explicit or name).strip()
-    if not doc_id or len(doc_id) > 256:
-        raise InvalidArgument(f"document id '{doc_id[:40]}' must be 1-256 characters")
-    return doc_id
+    return check_document_id(explicit or name, "id" if explicit else "name")
 
 
 def _chunk_metadata(doc: PendingDocument, chunk: TextChunk) -> dict[str, Any]:
@@ -120,9 +121,15 @@ class IngestPipeline:
         return [g for g in groups if g]
 
     async def run(
-        self, collection: str, docs: list[PendingDocument], chunker: Chunker
+        self,
+        collection: str,
+        docs: list[PendingDocument],
+        chunker: Chunker,
+        progress: IngestProgress | None = None,
     ) -> tuple[list[DocumentOutcome], int]:
-        """Ingests the documents; returns what went in and how many stale chunks were removed."""
+        """Ingests the documents; returns what went in and how many stale chunks were removed.
+        `progress` hears when the documents are chunked (and may refuse them: its chunk
+        limit) and each time a group of whole documents is stored."""
         # Fail fast on an unknown collection, before any embedding work.
         await self.services.retriever.get_collection(collection)
         ids = [d.id for d in docs]
@@ -135,8 +142,11 @@ class IngestPipeline:
         for doc, doc_spans in zip(docs, spans, strict=True):
             doc.chunks = chunker.split(doc.parsed.text, doc_spans)
         docs = [d for d in docs if d.chunks]
+        if progress is not None:
+            progress.chunked(docs)
         replaced = 0
         pending: asyncio.Task[int] | None = None
+        stored: list[PendingDocument] = []  # the group `pending` stores
         try:
             for group in self._groups(docs):
                 texts = [c.text for d in group for c in d.chunks]
@@ -145,10 +155,15 @@ class IngestPipeline:
                     vectors.extend(await self._embed(texts[start : start + self.embed_batch_size]))
                 if pending is not None:
                     replaced += await pending
+                    if progress is not None:
+                        progress.stored(stored)
                 records = self._records(group, vectors)
                 pending = asyncio.create_task(self._upsert(collection, records))
+                stored = group
             if pending is not None:
                 replaced += await pending
+                if progress is not None:
+                    progress.stored(stored)
         finally:
             # A failed embed must not leave an upsert running unobserved.
             if pending is not None and not pending.done():

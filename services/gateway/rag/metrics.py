@@ -20,7 +20,8 @@ STAGE_SECONDS = Histogram(
 )
 CHAT_REQUESTS = Counter(
     "ragrail_chat_requests_total",
-    "Chat completions by outcome: answered, blocked_input, blocked_output, error.",
+    "Chat completions by outcome: answered, blocked_input, blocked_output, error (a service "
+    "failed, before or during a stream), cancelled (the client left).",
     ["outcome", "stream"],
 )
 CHAT_TOKENS = Counter("ragrail_chat_tokens_total", "Tokens of chat completions.", ["kind"])

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import ValidationError
-from starlette.datastructures import UploadFile
 
 from services.gateway import schemas
 from services.gateway.clients import Services
 from services.gateway.deps import get_pipeline, get_services, get_settings
-from services.gateway.ingest.parsers import UnsupportedMediaType, parse_document
-from services.gateway.ingest.pipeline import IngestPipeline, PendingDocument, document_id_for
+from services.gateway.disconnect import cancel_on_disconnect
+from services.gateway.ingest.pipeline import IngestPipeline
+from services.gateway.ingest.request import (
+    IngestProgress,
+    ingest_response,
+    parse_documents,
+    read_ingest_request,
+)
 from services.gateway.settings import GatewaySettings
-from shared.errors import InvalidArgument, NotFound
+from services.gateway.validation import INT32_MAX
+from shared.errors import NotFound
 from shared.structs import struct_to_dict
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
@@ -45,47 +47,6 @@ _INGEST_BODY = {
 }
 
 
-def _int_field(form: Any, name: str) -> int | None:
-    raw = form.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{name} must be an integer, got '{raw}'") from None
-
-
-async def _from_multipart(
-    request: Request, settings: GatewaySettings
-) -> tuple[schemas.DocumentsIngest, list[tuple[str, bytes, str | None]]]:
-    form = await request.form(max_files=settings.max_files_per_request)
-    uploads = [f for f in form.getlist("files") + form.getlist("file") if isinstance(f, UploadFile)]
-    if not uploads:
-        raise InvalidArgument("no files in the form; send them in a 'files' field")
-    try:
-        metadata = json.loads(form.get("metadata") or "{}")
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"metadata is not valid JSON: {exc.msg}") from None
-    try:
-        # Validate the form's fields with the JSON model, a placeholder standing in for files.
-        meta = schemas.DocumentsIngest(
-            collection=str(form.get("collection") or ""),
-            documents=[schemas.TextDocument(name="-", text="-")],
-            metadata=metadata,
-            chunk_size=_int_field(form, "chunk_size"),
-            chunk_overlap=_int_field(form, "chunk_overlap"),
-        )
-    except ValidationError as exc:
-        raise InvalidArgument(_validation_message(exc)) from None
-    files = [(u.filename or "upload", await u.read(), u.content_type) for u in uploads]
-    return meta, files
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10]]
-    return "invalid request: " + "; ".join(parts)
-
-
 @router.post(
     "",
     response_model=schemas.IngestResponse,
@@ -110,43 +71,20 @@ async def ingest_documents(
     again replaces that document's chunks.
     """
     started = time.perf_counter()
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith("multipart/form-data"):
-        body, files = await _from_multipart(request, settings)
-        parsed = await asyncio.gather(
-            *(asyncio.to_thread(parse_document, data, name, ctype) for name, data, ctype in files)
-        )
-        docs = [
-            PendingDocument(document_id_for(name, None), name, p, dict(body.metadata))
-            for (name, _, _), p in zip(files, parsed, strict=True)
-        ]
-    elif content_type.startswith("application/json"):
-        try:
-            body = schemas.DocumentsIngest.model_validate_json(await request.body())
-        except ValidationError as exc:
-            raise InvalidArgument(_validation_message(exc)) from None
-        docs = []
-        for d in body.documents:
-            p = parse_document(d.text.encode("utf-8"), d.name, d.content_type)
-            docs.append(
-                PendingDocument(
-                    document_id_for(d.name, d.id), d.name, p, {**body.metadata, **d.metadata}
-                )
-            )
-    else:
-        raise UnsupportedMediaType(
-            f"send documents as multipart/form-data files or as application/json, "
-            f"not '{content_type or 'no content type'}'"
-        )
-    chunker = await pipeline.chunker(body.chunk_size, body.chunk_overlap)
-    outcomes, replaced = await pipeline.run(body.collection, docs, chunker)
-    return schemas.IngestResponse(
-        collection=body.collection,
-        documents=[schemas.IngestedDocument(**vars(o)) for o in outcomes],
-        total_chunks=sum(o.chunks for o in outcomes),
-        replaced_chunks=replaced,
-        elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
-    )
+    ingest = await read_ingest_request(request, settings)
+    hint = "; send large uploads to POST /v1/ingest/jobs"
+    ingest.check_size(settings.ingest_max_mb, "RAGRAIL_GATEWAY_INGEST_MAX_MB", hint)
+    progress = IngestProgress(settings.ingest_max_chunks, "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS", hint)
+
+    async def run() -> schemas.IngestResponse:
+        docs = await parse_documents(ingest)
+        options = ingest.options
+        chunker = await pipeline.chunker(options.chunk_size, options.chunk_overlap)
+        outcomes, replaced = await pipeline.run(ingest.collection, docs, chunker, progress)
+        return ingest_response(ingest.collection, outcomes, replaced, started)
+
+    # A client that leaves stops the embedding (and what is not yet stored is not stored).
+    return await cancel_on_disconnect(request, run())
 
 
 @router.get(
@@ -155,7 +93,7 @@ async def ingest_documents(
 async def list_documents(
     collection: str = CollectionQuery,
     limit: int = Query(100, ge=1, le=10_000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=INT32_MAX),
     services: Services = Depends(get_services),
 ) -> schemas.DocumentList:
     reply = await services.retriever.list_documents(collection, limit=limit, offset=offset)

@@ -17,8 +17,11 @@ from fastapi.responses import StreamingResponse
 from services.gateway import openai_schemas as oai
 from services.gateway.clients import Services
 from services.gateway.deps import get_chat, get_services
-from services.gateway.rag.protocol import model_id
+from services.gateway.disconnect import ClientDisconnected, cancel_on_disconnect
+from services.gateway.failures import chat_ended
+from services.gateway.rag.protocol import ChatState, model_id
 from services.gateway.rag.serving import ChatServing
+from shared.errors import RagrailError
 
 log = logging.getLogger("ragrail.gateway")
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -31,24 +34,50 @@ async def chat_completions(
     """Answers the conversation's last user message: grounded in `collection` /
     `collection_names` with numbered citations when a knowledge base is named, through the
     input, retrieval and output rails when a guardrails service is configured."""
-    prepared = await chat.prepare(body)
-    if not body.stream:
-        return await chat.complete(prepared)
-    events = chat.stream(prepared)
-    first = await anext(events)  # errors before the first event are still HTTP errors
+
+    async def answer() -> oai.ChatCompletion:
+        return await chat.complete(await chat.prepare(body))
+
+    async def start() -> tuple[ChatState, AsyncIterator[str], str]:
+        prepared = await chat.prepare(body)
+        events = chat.stream(prepared)
+        # Errors before the first event are still HTTP errors.
+        return prepared, events, await anext(events)
+
+    # Until the answer (or its first event) is ready, a client that leaves cancels the work,
+    # the generator's gRPC call with it; once streaming, Starlette notices by itself.
+    try:
+        if not body.stream:
+            return await cancel_on_disconnect(request, answer())
+        prepared, events, first = await cancel_on_disconnect(request, start())
+    except ClientDisconnected:
+        chat_ended("cancelled", body.stream)
+        raise
+    except RagrailError as exc:
+        if exc.http_status >= 500:
+            chat_ended("error", body.stream, error=exc.message)
+        raise
+    except Exception as exc:
+        chat_ended("error", body.stream, error=type(exc).__name__)
+        raise
 
     async def sse() -> AsyncIterator[str]:
         try:
             yield first
             async for event in events:
                 yield event
-        # A client that goes away cancels this task (CancelledError is not an Exception), and
-        # closing `events` cancels the generator call.
+        # A client that goes away cancels this task, or closes this generator at a yield
+        # (neither is an Exception); closing `events` cancels the generator call.
+        except (asyncio.CancelledError, GeneratorExit):
+            chat_ended("cancelled", True, prepared.id)
+            raise
         except Exception as exc:  # once streaming, a failure can only be reported in-stream
             message = getattr(exc, "message", None)
             if message is None:
                 log.exception("chat stream failed", extra={"id": prepared.id})
                 message = "internal error; see the gateway log"
+            # HTTP 200 with an error event: counted and logged here, or nowhere.
+            chat_ended("error", True, prepared.id, message)
             error = {"error": {"message": message, "type": type(exc).__name__}}
             yield f"data: {json.dumps(error)}\n\n"
         finally:
