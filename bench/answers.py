@@ -37,11 +37,8 @@ import json
 import random
 import re
 import statistics
-import string
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +52,7 @@ from tqdm import tqdm
 from bench.common import REPO, SHARED_DATA, percentiles, running_suite
 from ragrail.client import GatewayClient
 from shared.models.reader import sentence_spans
+from trainers.reader.squad import best, contained, exact, token_f1
 
 console = Console()
 FULL = "bench_answers"
@@ -126,37 +124,7 @@ def split_questions(
     return answerable, unanswerable, held
 
 
-# -- scoring (SQuAD v1.1 normalisation) --------------------------------------------------------
-
-
-def normalize(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-def token_f1(prediction: str, gold: str) -> float:
-    pred, ref = normalize(prediction).split(), normalize(gold).split()
-    common = Counter(pred) & Counter(ref)
-    same = sum(common.values())
-    if not pred or not ref or same == 0:
-        return 0.0
-    precision, recall = same / len(pred), same / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def best(metric: Callable[[str, str], float], prediction: str, golds: list[str]) -> float:
-    return max(metric(prediction, g) for g in golds)
-
-
-def exact(prediction: str, gold: str) -> float:
-    return float(normalize(prediction) == normalize(gold))
-
-
-def contained(prediction: str, gold: str) -> float:
-    g = normalize(gold)
-    return float(bool(g) and g in normalize(prediction))
+# -- scoring ---------------------------------------------------------------------------------
 
 
 def answer_text(content: str) -> str:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from ragrail.client import DEFAULT_URL, GatewayClient, GatewayError, batches, find_documents
 
@@ -194,8 +195,20 @@ def _print_sources(final: dict) -> None:
             f"  [{c['index']}] {c['document_name']}", markup=False, highlight=False, end=""
         )
         console.print(f"  [dim](score {c['score']:.3f}, {mark})[/dim]")
-        snippet = " ".join(c["snippet"].split())
-        console.print(f"      {snippet[:200]}{'…' if len(snippet) > 200 else ''}", markup=False)
+        evidence = _evidence_line(c)
+        if evidence is not None:
+            console.print(evidence)
+        else:
+            snippet = " ".join(c["snippet"].split())
+            console.print(f"      {snippet[:200]}{'…' if len(snippet) > 200 else ''}", markup=False)
+    answer = final.get("answer")
+    if answer:
+        how = answer["mode"]
+        if answer.get("attributed"):
+            how += ", citations attributed by the gateway"
+        if answer.get("unsupported"):
+            how += f", {len(answer['unsupported'])} unsupported sentence(s) left out or marked"
+        console.print(f"[bold]Answer mode[/bold]: {how}", highlight=False)
     console.print(f"[bold]Guardrails[/bold]: {_rails_summary(final.get('guardrails') or {})}")
     for warning in final.get("warnings") or []:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
@@ -211,6 +224,26 @@ def _print_sources(final: dict) -> None:
     shown = [f"{name} {t[key]:.0f} ms" for name, key in stages if t.get(key)]
     if shown:
         console.print(f"[dim]{' · '.join(shown)}[/dim]")
+
+
+def _evidence_line(citation: dict) -> Text | None:
+    """The evidence sentence of a cited source with the extracted span highlighted (a rich
+    Text, so the document's words are never read as markup), or None without evidence."""
+    spans = citation.get("evidence") or []
+    sentence = next((e for e in spans if e["kind"] in ("sentence", "support")), None)
+    if sentence is None:
+        return None
+    line = Text("      ")
+    span = next((e for e in spans if e["kind"] == "answer"), None)
+    text = sentence["text"]
+    if span and sentence["start"] <= span["start"] <= span["end"] <= sentence["end"]:
+        a, b = span["start"] - sentence["start"], span["end"] - sentence["start"]
+        line.append(text[:a], style="italic")
+        line.append(text[a:b], style="bold reverse")
+        line.append(text[b:], style="italic")
+    else:
+        line.append(text, style="bold")
+    return line
 
 
 def _rails_summary(report: dict) -> str:
@@ -249,10 +282,16 @@ def ask(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Longest answer, in tokens.")] = None,
     temperature: Annotated[float | None, typer.Option(help="0 for the likeliest answer.")] = None,
+    answer_mode: Annotated[
+        str | None,
+        typer.Option(help="extractive, generative or auto (default: the gateway's, auto)."),
+    ] = None,
     gateway: GatewayOpt = DEFAULT_URL,
 ) -> None:
-    """Ask a question: the answer streams in, then its numbered sources and the rails' say."""
+    """Ask a question: the answer streams in, then its numbered sources (the evidence in each
+    cited one highlighted), the answer mode and the rails' say."""
     options: dict = {
+        "answer_mode": answer_mode,
         "max_tokens": max_tokens,
         "temperature": temperature,
         "enable_guardrails": rails,

@@ -101,6 +101,23 @@ class ChatCompletionRequest(BaseModel):
     enable_citations: bool = Field(True, description="Return the sources with the answer.")
     search_mode: SearchMode = SearchMode.hybrid
     filter: FilterObject | None = Field(None, description="Metadata filter, as /v1/search.")
+    answer_mode: Literal["extractive", "generative", "auto"] | None = Field(
+        None,
+        description="extractive: the reader's answer with its [n]; generative: the "
+        "generator's, every sentence checked against the sources; auto: generative, and the "
+        "extracted sentence when nothing it wrote is supported. Default: settings (auto).",
+    )
+    evidence_selection: bool | None = Field(
+        None,
+        description="Give the model the sentences that bear on the question instead of whole "
+        "chunks (default: settings, on).",
+    )
+    enable_grounding: bool | None = Field(
+        None,
+        description="Check each answer sentence against the sources (cite, attribute, drop or "
+        "mark) and abstain when they do not hold the answer (default true; false with "
+        "answer_mode generative: the generator's text as it comes).",
+    )
 
     @field_validator("stop")
     @classmethod
@@ -148,6 +165,35 @@ class ChatCompletionRequest(BaseModel):
 # -- responses -------------------------------------------------------------------------------
 
 
+class EvidenceSpan(BaseModel):
+    start: int
+    end: int
+    text: str = Field(description="The chunk's text[start:end].")
+    kind: Literal["answer", "sentence", "support"]
+
+
+class AnswerReport(BaseModel):
+    """How a grounded answer was made (absent without a knowledge base)."""
+
+    mode: Literal["extractive", "generative", "abstained"] = Field(
+        description="What produced the answer: the reader, the generator, or an abstention."
+    )
+    abstained: bool = False
+    attributed: bool = Field(
+        False,
+        description="The gateway chose the [n] of some sentence: the model cited no source, "
+        "or one that does not support it.",
+    )
+    unsupported: list[str] = Field(
+        default_factory=list,
+        description="Generated sentences no source supports: dropped, or kept and marked "
+        "[unsupported] (RAGRAIL_GATEWAY_CHAT_UNSUPPORTED).",
+    )
+    reader_margin: float | None = Field(
+        None, description="The reader's answer probability minus its no-answer probability."
+    )
+
+
 class Citation(BaseModel):
     index: int = Field(description="The [n] the model was told to cite.")
     document_id: str
@@ -158,9 +204,17 @@ class Citation(BaseModel):
     score: float
     snippet: str
     cited: bool = Field(description="The answer contains [index].")
+    evidence: list[EvidenceSpan] = Field(
+        default_factory=list,
+        description="What in this chunk supports the answer: character offsets into the "
+        "chunk's text (answer: the extracted span; sentence: its sentence; support: the "
+        "sentence that supports a generated one).",
+    )
 
     @classmethod
-    def of(cls, index: int, source: Passage, answer: str) -> Citation:
+    def of(
+        cls, index: int, source: Passage, answer: str, evidence: list[EvidenceSpan] | None = None
+    ) -> Citation:
         return cls(
             index=index,
             document_id=source.document_id,
@@ -171,6 +225,7 @@ class Citation(BaseModel):
             score=source.score,
             snippet=source.text[:SNIPPET_CHARS],
             cited=f"[{index}]" in answer,
+            evidence=evidence or [],
         )
 
 
@@ -227,6 +282,7 @@ class ChatCompletion(BaseModel):
     usage: Usage
     # ragrail's additions, ignored by OpenAI clients (and readable as attributes there).
     citations: list[Citation] = Field(default_factory=list)
+    answer: AnswerReport | None = None
     guardrails: GuardrailsReport
     timings: StageTimings
     warnings: list[str] = Field(default_factory=list)

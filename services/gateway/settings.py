@@ -194,3 +194,81 @@ class GatewaySettings(RagrailSettings):
         "I can't help with that request.",
         description="Answer returned when a guardrail blocks the question or the answer.",
     )
+
+    # -- grounded answers (rag/stages/evidence.py, rag/stages/answer.py) ---------------------
+    chat_answer_mode: Literal["extractive", "generative", "auto"] = Field(
+        "auto",
+        description="How a grounded chat answers when the request does not say (answer_mode): "
+        "extractive, the reader's sentence with its [n]; generative, the generator's answer "
+        "from the selected evidence, sentence by sentence checked against the sources; auto, "
+        "generative, falling back to the extracted sentence when nothing generated is "
+        "supported.",
+    )
+    chat_evidence_selection: bool = Field(
+        True,
+        description="Give the generator the sentences of the retrieved chunks that bear on the "
+        "question (scored by the embedder, led by the reader's) instead of whole chunks.",
+    )
+    chat_evidence_max_sentences: int = Field(
+        4, ge=1, le=50, description="Most evidence sentences in a prompt (neighbours included)."
+    )
+    chat_evidence_max_chars: int = Field(
+        1000, ge=50, description="Most characters of evidence in a prompt (about 4 a token)."
+    )
+    chat_evidence_min_score: float = Field(
+        0.3,
+        ge=-1,
+        le=1,
+        description="Cosine with the question below which a sentence joins the evidence only "
+        "as the first one.",
+    )
+    chat_evidence_system_prompt: str = Field(
+        "Answer the question in one or two sentences using only the numbered sources below. "
+        "End each sentence with the number of its source, like [1].",
+        description="System prompt of an answer from selected evidence; the sources follow.",
+    )
+    chat_reader_model: str = Field(
+        "",
+        description="Extractive reader, as a registry reference name[/version] under "
+        "models/reader/; empty: the newest trained there (python -m trainers.reader), none "
+        "without a warning only at start-up; 'none': no reader (the sentence closest to the "
+        "question is extracted instead).",
+    )
+    chat_reader_threads: int = Field(
+        1, ge=0, description="onnxruntime threads of the reader (0: one per core)."
+    )
+    chat_extractive_unit: Literal["sentence", "span"] = Field(
+        "sentence",
+        description="What an extractive answer is: the sentence that holds the reader's span, "
+        "or the span alone (highlighted in its source either way).",
+    )
+    chat_support_threshold: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="Share of a generated sentence's content words a source must hold to "
+        "support it.",
+    )
+    chat_unsupported: Literal["drop", "mark"] = Field(
+        "drop",
+        description="A generated sentence no source supports is dropped, or kept and marked "
+        "[unsupported]; either way the answer's report lists it.",
+    )
+    chat_abstain_reader_margin: float = Field(
+        0.0,
+        ge=-1,
+        le=1,
+        description="The reader's answer probability minus its no-answer probability from "
+        "which the sources count as holding an answer.",
+    )
+    chat_abstain_similarity: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="Cosine of the closest sentence with the question from which the sources "
+        "count as holding an answer even when the reader finds none.",
+    )
+    chat_abstention: str = Field(
+        "The documents do not say.",
+        description="Answer when the sources do not hold the answer; the closest sources follow.",
+    )

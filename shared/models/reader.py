@@ -177,8 +177,9 @@ class Reader:
         cls, path: str | os.PathLike[str], *, threads: int = 0, onnx_file: str = "", **options: Any
     ) -> Reader:
         """A reader from a model directory written by `python -m trainers.reader`."""
-        import onnxruntime as ort
         from tokenizers import Tokenizer
+
+        from shared.models import runtime
 
         path = Path(path)
         manifest = _read_json(path / "manifest.json")
@@ -189,15 +190,7 @@ class Reader:
             )
         if "max_length" in manifest:
             options.setdefault("max_length", int(manifest["max_length"]))
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        if threads:
-            so.intra_op_num_threads = threads
-        # Idle threads sleep instead of spinning: the suite shares few cores between services.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(
-            str(file), sess_options=so, providers=["CPUExecutionProvider"]
-        )
+        session = runtime.session(file, threads)
         names = tuple(i.name for i in session.get_inputs())
 
         def run(feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -212,7 +205,7 @@ class Reader:
         cls, ref: str = "", *, root: str | os.PathLike[str] | None = None, **options: Any
     ) -> Reader:
         """`ref` is "name" or "name/version" under models/reader/; empty: the newest reader."""
-        from shared import registry
+        from shared.models import registry
 
         if ref:
             name, _, version = ref.partition("/")

@@ -23,6 +23,9 @@ pytestmark = pytest.mark.integration
 COLLECTION = "chat"
 BEES = "How do honeybees tell each other where the flowers are?"
 SHORT = {"max_tokens": 24, "temperature": 0}
+# The generator's text as it comes from whole chunks (no evidence selection, no grounding):
+# what tests of streaming and of the prompt's context window look at.
+RAW = {"answer_mode": "generative", "evidence_selection": False, "enable_grounding": False}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +70,7 @@ def test_streamed_answer_ends_with_citations(client: openai.OpenAI) -> None:
         messages=[{"role": "user", "content": BEES}],
         stream=True,
         stream_options={"include_usage": True},
-        extra_body={"collection": COLLECTION, "reranker_top_k": 2},
+        extra_body={"collection": COLLECTION, "reranker_top_k": 2, **RAW},
         **SHORT,
     )
     chunks = list(stream)
@@ -152,7 +155,7 @@ def test_sources_that_do_not_fit_the_context_window_are_left_out(
         max_tokens=2048,
         stop=["\n", "."],
         temperature=0,
-        extra_body={"collection": COLLECTION, "reranker_top_k": 8},
+        extra_body={"collection": COLLECTION, "reranker_top_k": 8, **RAW},
     )
     extra = reply.model_extra or {}
     assert 1 <= len(extra["citations"]) < 8, extra["warnings"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.trainers.reader_tiny import QA_TINY, train_tiny_reader
 from trainers.reader.train import Featurizer, covidqa, xquad
 
@@ -78,7 +79,7 @@ def test_windows_hold_the_answer_where_the_labels_say(tokenizer) -> None:  # typ
 
 
 def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
-    from shared import registry
+    from shared.models import registry
     from shared.models.reader import Reader
 
     out = train_tiny_reader(tmp_path / "reader" / "tiny" / "v1")
@@ -96,3 +97,19 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     entry = registry.resolve("reader", "tiny", root=tmp_path)
     reader = Reader.from_registry("tiny/v1", root=tmp_path)
     assert entry.path == out and reader.max_length == 96
+
+    # The runtime: one answer per passage, offsets exact, across windows of a long passage.
+    long = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()
+    passages = [long, "Karl Drais presented the running machine in 1817.", ""]
+    answers = reader.read("who presented the running machine?", passages)
+    assert [a.passage for a in answers] == [0, 1, 2]
+    for a, text in zip(answers[:2], passages, strict=False):
+        assert a.text and text[a.start : a.end] == a.text
+        assert text[a.sentence_start : a.sentence_end] == a.sentence
+        assert a.sentence_start <= a.start < a.end <= a.sentence_end
+        assert 0 <= a.score <= 1 and 0 <= a.no_answer <= 1
+    assert len(reader._windows([1] * 10, 500)) > 1  # the long passage took several windows
+    assert answers[2].text == "" and not answers[2].has_answer
+    assert Reader.from_registry(root=tmp_path).max_length == 96  # newest reader
+    with pytest.raises(registry.RegistryError, match="no reader"):
+        Reader.from_registry(root=tmp_path / "empty")

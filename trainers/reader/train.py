@@ -35,7 +35,6 @@ import json
 import math
 import os
 import random
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from shared import registry
+from shared.models import registry
+from trainers.reader.squad import best, exact, token_f1
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -324,8 +324,6 @@ def evaluate(
 ) -> dict:
     """Span and sentence F1/EM with a window that holds the answer; the no-answer rate on
     windows that do not; milliseconds per question."""
-    from bench.answers import best, exact, token_f1
-
     f1, em, sentence_f1, answered_neg = [], [], [], []
     started = time.perf_counter()
     for ex, window in examples_windows(examples, chars):
@@ -637,6 +635,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(REPO))  # bench.answers: the same F1 as the benchmark
     train(parse_args(argv))
     return 0

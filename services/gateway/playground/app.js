@@ -175,6 +175,7 @@ function requestBody() {
     body.enable_query_rewriting = $("rewriting").checked;
     body.enable_citations = $("citations").checked;
     if ("reranker" in configured) body.enable_reranker = $("reranker").checked;
+    if ($("answer-mode").value) body.answer_mode = $("answer-mode").value;
   } else {
     body.use_knowledge_base = false;
   }
@@ -234,10 +235,11 @@ function showDetails(item, final) {
           text: c.cited ? "cited" : "not cited",
         }),
       );
-      list.append(el("li", {}, head, el("blockquote", { text: c.snippet })));
+      list.append(el("li", {}, head, evidenceOf(c)));
     }
     details.append(el("h3", { text: "Sources" }), list);
   }
+  if (final.answer) details.append(answerModeOf(final.answer));
   details.append(railsOf(final.guardrails), timingsOf(final.timings || {}));
   if ((final.warnings || []).length) {
     const list = el("ul", { class: "warnings", "aria-label": "Warnings" });
@@ -245,6 +247,40 @@ function showDetails(item, final) {
     details.append(list);
   }
   item.append(details);
+}
+
+// What in a source supports the answer: its evidence sentence with the extracted span
+// marked (offsets into the chunk, from the gateway), else the chunk's snippet.
+function evidenceOf(citation) {
+  const spans = citation.evidence || [];
+  const sentence = spans.find((e) => e.kind === "sentence" || e.kind === "support");
+  if (!sentence) return el("blockquote", { text: citation.snippet });
+  const quote = el("blockquote", { class: "evidence", "aria-label": "Evidence" });
+  const span = spans.find((e) => e.kind === "answer");
+  if (span && span.start >= sentence.start && span.end <= sentence.end) {
+    const text = sentence.text;
+    const a = span.start - sentence.start;
+    const b = span.end - sentence.start;
+    quote.append(text.slice(0, a), el("mark", { text: text.slice(a, b) }), text.slice(b));
+  } else {
+    quote.append(el("mark", { text: sentence.text }));
+  }
+  return quote;
+}
+
+// Which answer mode produced the answer, and whether the gateway attributed citations or
+// left out sentences no source supports.
+function answerModeOf(report) {
+  const box = el("div", { class: "answer-mode", "aria-label": "Answer mode" });
+  box.append(el("span", { class: "badge", text: `answer: ${report.mode}` }));
+  if (report.attributed) {
+    box.append(el("span", { class: "muted", text: " citations attributed by the gateway" }));
+  }
+  if ((report.unsupported || []).length) {
+    const n = report.unsupported.length;
+    box.append(el("span", { class: "muted", text: ` ${n} unsupported sentence(s)` }));
+  }
+  return box;
 }
 
 // Which rails fired: a block or a modification at the input, dropped or redacted chunks at

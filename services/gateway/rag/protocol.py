@@ -7,9 +7,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from services.gateway.openai_schemas import ChatCompletionRequest, GuardrailsReport, StageTimings
+from services.gateway.openai_schemas import (
+    AnswerReport,
+    ChatCompletionRequest,
+    EvidenceSpan,
+    GuardrailsReport,
+    StageTimings,
+)
 from services.gateway.passage import Passage
 from services.gateway.rag.conversation import Turn
+from services.gateway.rag.grounding import Evidence, GroundingOptions, Reading
 from services.gateway.retrieval_plan import RetrievalPlan
 from services.gateway.settings import GatewaySettings
 from shared.clients import GeneratorInfo, Sampling
@@ -44,6 +51,7 @@ class ChatOptions:
     citations: bool
     stream: bool
     include_usage: bool
+    grounding: GroundingOptions
 
     @property
     def max_tokens(self) -> int:
@@ -78,6 +86,7 @@ class ChatOptions:
             citations=req.enable_citations,
             stream=req.stream,
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
+            grounding=GroundingOptions.of(req, settings),
         )
 
 
@@ -137,6 +146,12 @@ class ChatState:
     passages: list[Passage] = field(default_factory=list)  # retrieved, then checked
     prompt: Prompt | None = None
     answer: Answer | None = None
+    # Grounded answers (stages/evidence.py, stages/answer.py).
+    evidence: Evidence | None = None  # the sources' sentences, scored and selected
+    reading: Reading | None = None  # the reader's best span
+    abstain: bool = False  # the sources do not hold the answer
+    answer_report: AnswerReport | None = None
+    highlights: dict[int, list[EvidenceSpan]] = field(default_factory=dict)  # by source [n]
 
     def ms_since(self, start: float) -> float:
         return round((time.perf_counter() - start) * 1000, 2)

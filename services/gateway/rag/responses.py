@@ -21,7 +21,7 @@ def completion(chat: ChatState) -> ChatCompletion:
     citations = []
     if chat.options.citations and chat.prompt is not None:
         citations = [
-            Citation.of(i, source, answer.text)
+            Citation.of(i, source, answer.text, chat.highlights.get(i, []))
             for i, source in enumerate(chat.prompt.sources, start=1)
         ]
     return ChatCompletion(
@@ -39,6 +39,7 @@ def completion(chat: ChatState) -> ChatCompletion:
             total_tokens=answer.prompt_tokens + answer.completion_tokens,
         ),
         citations=citations,
+        answer=chat.answer_report,
         guardrails=chat.report,
         timings=chat.timings,
         warnings=chat.warnings,
@@ -76,6 +77,7 @@ def final(chat: ChatState, done: ChatCompletion) -> str:
         chat,
         [choice],
         citations=[c.model_dump() for c in done.citations],
+        answer=done.answer.model_dump() if done.answer else None,
         guardrails=done.guardrails.model_dump(),
         timings=done.timings.model_dump(),
         warnings=done.warnings,

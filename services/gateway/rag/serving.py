@@ -21,8 +21,9 @@ from services.gateway.rag import metrics, responses
 from services.gateway.rag.conversation import turns_of
 from services.gateway.rag.protocol import Answer, ChatOptions, ChatState, Deadline, model_id
 from services.gateway.rag.stages import Stage
+from services.gateway.rag.stages.answer import Answerers, DecideAbstention
+from services.gateway.rag.stages.evidence import EvidencePrompt, SelectEvidence, load_reader
 from services.gateway.rag.stages.generate import Generate
-from services.gateway.rag.stages.prompt import BuildPrompt
 from services.gateway.rag.stages.rails import InputRails, OutputRails, RetrievalRails
 from services.gateway.rag.stages.retrieve import Retrieve
 from services.gateway.settings import GatewaySettings
@@ -37,9 +38,13 @@ class ChatServing:
             InputRails(services, settings),
             Retrieve(services, settings),
             RetrievalRails(services, settings),
-            BuildPrompt(services, settings),
+            SelectEvidence(services, settings, load_reader(settings)),
+            DecideAbstention(services, settings),
+            EvidencePrompt(services, settings),
         ]
         self.generate = Generate(services)
+        # Abstain, extract or generate (grounded or not): stages/answer.py.
+        self.answerers = Answerers(self.generate, settings)
         self.after_generation: list[Stage] = [
             OutputRails(services, settings),
         ]
@@ -91,7 +96,7 @@ class ChatServing:
         if chat.blocked:
             self._refuse(chat)
         else:
-            await self.generate.complete(chat)
+            await self.answerers.pick(chat).complete(chat)
             await self._after_generation(chat)
         return self._finish(chat)
 
@@ -109,7 +114,7 @@ class ChatServing:
             yield responses.DONE
             return
         hold = chat.options.rails and self.settings.chat_stream_output_rails == "buffer"
-        deltas = self.generate.stream(chat)
+        deltas = self.answerers.pick(chat).stream(chat)
         first = True
         try:
             async for piece in deltas:

@@ -1,0 +1,261 @@
+"""How a grounded chat answers: abstain, extract, or generate and keep what the sources support.
+
+    answer_mode  extractive  the reader's answer (its sentence, or its span) with its [n]
+                 generative  the generator's answer from the selected evidence; every sentence
+                             is checked against the sources: cited by the model when its
+                             citation holds, else attributed to the source that supports it
+                             best (and the answer says so), else dropped or marked
+                 auto        generative, and when no sentence is supported, the extracted
+                             sentence instead (the default)
+
+Before any of them, `DecideAbstention` asks whether the sources hold an answer at all: when
+the reader finds no span more likely than "no answer" and no sentence comes close to the
+question, the reply is the abstention ("The documents do not say.") with the closest
+sources, and nothing is generated.
+
+Support is alignment (rag/grounding.py): the share of a sentence's content words that a
+source holds. While streaming, each sentence is sent once it is complete and supported, so
+the first words arrive with the first grounded sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from services.gateway.openai_schemas import AnswerReport, EvidenceSpan
+from services.gateway.rag import grounding
+from services.gateway.rag.protocol import Answer, ChatState
+from services.gateway.rag.stages import Stage
+from services.gateway.rag.stages.generate import Generate
+from services.gateway.settings import GatewaySettings
+from shared.models.reader import sentence_spans
+
+
+class DecideAbstention(Stage):
+    """Marks a chat whose sources do not hold the answer (chat.abstain)."""
+
+    name = "abstention"
+
+    def applies(self, chat: ChatState) -> bool:
+        return chat.evidence is not None and chat.options.grounding.enabled
+
+    async def run(self, chat: ChatState) -> None:
+        assert chat.evidence is not None
+        if not chat.evidence.sentences:
+            chat.abstain = True
+            return
+        similarity = max(chat.evidence.cosine, default=-1.0)
+        reader_says = chat.reading is not None and (
+            chat.reading.margin >= self.settings.chat_abstain_reader_margin
+        )
+        close = similarity >= self.settings.chat_abstain_similarity
+        chat.abstain = not (reader_says or close)
+
+
+def _report(chat: ChatState) -> AnswerReport:
+    if chat.answer_report is None:
+        chat.answer_report = AnswerReport(
+            mode="generative",
+            reader_margin=None if chat.reading is None else round(chat.reading.margin, 4),
+        )
+    return chat.answer_report
+
+
+def _highlight(chat: ChatState, source: int, start: int, end: int, kind: str) -> None:
+    text = chat.passages[source - 1].text
+    spans = chat.highlights.setdefault(source, [])
+    span = EvidenceSpan(start=start, end=end, text=text[start:end], kind=kind)  # type: ignore[arg-type]
+    if span not in spans:
+        spans.append(span)
+
+
+class Abstain:
+    """The documents do not hold the answer: say so, and name the closest sources."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+
+    def text(self, chat: ChatState) -> str:
+        names = list(dict.fromkeys(p.document_name for p in chat.passages))[:3]
+        closest = f" The closest sources: {', '.join(names)}." if names else ""
+        return f"{self.settings.chat_abstention}{closest}"
+
+    async def complete(self, chat: ChatState) -> None:
+        chat.answer = Answer(self.text(chat), "stop")
+        report = _report(chat)
+        report.mode = "abstained"
+        report.abstained = True
+
+    async def stream(self, chat: ChatState) -> AsyncIterator[str]:
+        await self.complete(chat)
+        assert chat.answer is not None
+        yield chat.answer.text
+
+
+class Extract:
+    """The reader's answer with its citation: its sentence (chat_extractive_unit sentence)
+    or the span alone (span); without a reader, the sentence closest to the question."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+
+    def sentence(self, chat: ChatState) -> tuple[str, int]:
+        """The extracted text and its source number; highlights it in that source."""
+        if chat.reading is not None:
+            r = chat.reading
+            _highlight(chat, r.source, r.span.start, r.span.end, "answer")
+            _highlight(chat, r.source, r.span.sentence_start, r.span.sentence_end, "sentence")
+            if self.settings.chat_extractive_unit == "span":
+                return r.span.text, r.source
+            return r.span.sentence, r.source
+        assert chat.evidence is not None
+        best = chat.evidence.best()
+        assert best is not None
+        s = best[0]
+        _highlight(chat, s.source, s.start, s.end, "sentence")
+        return s.text, s.source
+
+    async def complete(self, chat: ChatState) -> None:
+        text, source = self.sentence(chat)
+        chat.answer = Answer(grounding.with_citation(text, source), "stop")
+        report = _report(chat)
+        report.mode = "extractive"
+
+    async def stream(self, chat: ChatState) -> AsyncIterator[str]:
+        await self.complete(chat)
+        assert chat.answer is not None
+        yield chat.answer.text
+
+
+class GroundedGenerate:
+    """The generator's answer, sentence by sentence, each kept only with a source that
+    supports it (answer_mode generative and auto)."""
+
+    def __init__(self, generate: Generate, settings: GatewaySettings) -> None:
+        self.generate = generate
+        self.settings = settings
+        self.extract = Extract(settings)
+        self.abstain = Abstain(settings)
+
+    def _sources(self, chat: ChatState) -> dict[int, str]:
+        assert chat.prompt is not None
+        return {n: p.text for n, p in enumerate(chat.prompt.sources, start=1)}
+
+    def _ground(self, chat: ChatState, sentence: str, kept: list[str]) -> str | None:
+        """The sentence as sent (with its [n]), or None when it is dropped."""
+        report = _report(chat)
+        sources = self._sources(chat)
+        claims = grounding.align(sentence, sources, self.settings.chat_support_threshold)
+        if not claims:
+            return None
+        claim = claims[0]
+        if claim.supported:
+            out = grounding.with_citation(claim.text, claim.source)
+            if out in kept:
+                return None  # a small model repeating itself
+            if claim.attributed:
+                report.attributed = True
+            self._highlight_support(chat, claim)
+            return out
+        report.unsupported.append(claim.text)
+        if chat.options.grounding.unsupported == "mark":
+            return f"{claim.text} [unsupported]"
+        return None
+
+    def _highlight_support(self, chat: ChatState, claim: grounding.Claim) -> None:
+        """Highlights the sentence of the source that supports the claim best."""
+        text = chat.passages[claim.source - 1].text
+        spans = sentence_spans(text)
+        if spans:
+            best = max(spans, key=lambda s: grounding.support(claim.text, text[s.start : s.end]))
+            _highlight(chat, claim.source, best.start, best.end, "support")
+
+    @staticmethod
+    def _last(chat: ChatState, text: str) -> list[str]:
+        """The sentences of `text`, less a last one that max_tokens cut off mid-way: a
+        fragment states nothing to check."""
+        sentences = grounding.answer_sentences(text)
+        cut = chat.answer is not None and chat.answer.finish_reason == "length"
+        if (
+            cut
+            and sentences
+            and not grounding.CITATION.sub("", sentences[-1]).rstrip().endswith((".", "!", "?"))
+        ):
+            sentences.pop()
+        return sentences
+
+    def _fallback(self, chat: ChatState) -> str:
+        """Nothing the model wrote is supported: the extracted sentence (auto), else the
+        abstention."""
+        report = _report(chat)
+        if chat.options.grounding.mode == "auto":
+            text, source = self.extract.sentence(chat)
+            report.mode = "extractive"
+            return grounding.with_citation(text, source)
+        report.mode = "abstained"
+        report.abstained = True
+        return self.abstain.text(chat)
+
+    async def complete(self, chat: ChatState) -> None:
+        await self.generate.complete(chat)
+        assert chat.answer is not None
+        kept: list[str] = []
+        for sentence in self._last(chat, chat.answer.text):
+            out = self._ground(chat, sentence, kept)
+            if out:
+                kept.append(out)
+        chat.answer.text = " ".join(kept) if kept else self._fallback(chat)
+
+    async def stream(self, chat: ChatState) -> AsyncIterator[str]:
+        kept: list[str] = []
+        buffer = ""
+        pieces = self.generate.stream(chat)
+        try:
+            async for piece in pieces:
+                buffer += piece
+                done, buffer = grounding.complete_sentences(buffer)
+                for sentence in done:
+                    out = self._ground(chat, sentence, kept)
+                    if out:
+                        yield (" " if kept else "") + out
+                        kept.append(out)
+        finally:
+            await pieces.aclose()
+        assert chat.answer is not None
+        for sentence in self._last(chat, buffer):
+            out = self._ground(chat, sentence, kept)
+            if out:
+                yield (" " if kept else "") + out
+                kept.append(out)
+        if not kept:
+            chat.answer.text = self._fallback(chat)
+            yield chat.answer.text
+        else:
+            chat.answer.text = " ".join(kept)
+
+
+class Answerers:
+    """Which way a chat is answered: plain generation without a knowledge base or with
+    grounding off, else abstention, extraction or grounded generation."""
+
+    def __init__(self, generate: Generate, settings: GatewaySettings) -> None:
+        self.generate = generate
+        self.abstain = Abstain(settings)
+        self.extract = Extract(settings)
+        self.grounded = GroundedGenerate(generate, settings)
+
+    def pick(self, chat: ChatState) -> Generate | Abstain | Extract | GroundedGenerate:
+        g = chat.options.grounding
+        if chat.evidence is None:
+            return self.generate
+        if chat.abstain:
+            return self.abstain
+        if g.mode == "extractive":
+            return self.extract
+        return self.grounded if g.enabled else self.generate
+
+    @staticmethod
+    def generates(chat: ChatState) -> bool:
+        """Whether the chosen way calls the generator (else no prompt is counted)."""
+        g = chat.options.grounding
+        return chat.evidence is None or not (chat.abstain or g.mode == "extractive")
