@@ -164,8 +164,8 @@ class SearchHit(BaseModel):
 
     @classmethod
     def of(cls, p: Passage) -> SearchHit:
-        # Built unvalidated: a Passage is typed already, and /v1/search is the hottest route.
-        return cls.model_construct(
+        # Validated construction: in pydantic v2 it is faster than model_construct.
+        return cls(
             chunk_id=p.chunk_id,
             document_id=p.document_id,
             document_name=p.document_name,

@@ -28,13 +28,13 @@ async def search(
     reranks the first stage with a cross-encoder when a reranker is configured."""
     plan = RetrievalPlan.for_search(body, settings, reranker=services.reranker is not None)
     (result,) = await retrieve(services, plan, body.query)
-    response = schemas.SearchResponse.model_construct(
+    response = schemas.SearchResponse(
         collection=result.collection,
         mode=body.mode,
         reranked=result.reranked,
         warnings=result.warnings,
         hits=[schemas.SearchHit.of(p) for p in result.passages],
-        timings=schemas.SearchTimings.model_construct(
+        timings=schemas.SearchTimings(
             embed_ms=result.embed_ms,
             retrieval_ms=result.retrieval_ms,
             rerank_ms=result.rerank_ms,
