@@ -58,3 +58,9 @@ STEP_SECONDS = Histogram(
     ["engine"],
     buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
 )
+PREFIX_CACHE_TOKENS = Counter(
+    "ragrail_generator_prefix_cache_tokens_total",
+    "Prompt tokens whose KV cache was reused from an earlier or a running request with the "
+    "same prefix instead of computed.",
+    ["engine"],
+)

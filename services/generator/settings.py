@@ -68,9 +68,18 @@ class GeneratorSettings(ServiceSettings):
     kv_cache_tokens: int = Field(
         16384,
         ge=0,
-        description="KV cache shared by the requests decoding together, in tokens; a request "
-        "reserves its prompt plus max_tokens and waits in the queue until that fits. 0 sizes "
-        "it to context_length times max_batch_size.",
+        description="torch: KV cache shared by the requests decoding together, in tokens; a "
+        "request reserves its prompt plus max_tokens and waits in the queue until that fits. 0 "
+        "sizes it to context_length times max_batch_size. llamacpp gives each of its "
+        "max_batch_size request slots a KV cache of context_length tokens instead.",
+    )
+    prefix_cache: bool = Field(
+        True,
+        description="llamacpp only: a request slot keeps the prompt it last ran, and a new "
+        "request whose prompt starts the same way (a shared system prompt, a repeated "
+        "question, the next turn of a conversation) reuses that computed prefix, or one a "
+        "running request has read, instead of reading it again; answers are the same either "
+        "way. false reads every prompt whole.",
     )
     max_batch_size: int = Field(
         8, ge=1, le=256, description="Requests decoded together, one token each per step."
