@@ -13,7 +13,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared import metrics
 from shared.errors import DeadlineExceeded, RagrailError, Unavailable, from_grpc
+from shared.grpc_security import secure_or_plain_channel
 from shared.tracing import outgoing_metadata
 
 StubT = TypeVar("StubT")
@@ -45,7 +47,7 @@ def make_channel(
     if retries:
         config = {"methodConfig": [{"name": [{}], "retryPolicy": _RETRY_POLICY}]}
         options.append(("grpc.service_config", json.dumps(config)))
-    return grpc.aio.insecure_channel(target, options=options)
+    return secure_or_plain_channel(target, options)
 
 
 async def grpc_serving(target: str, timeout_s: float = 2.0) -> bool:
@@ -105,6 +107,7 @@ class ServiceClient(Generic[StubT]):
             if exc.code() != grpc.StatusCode.UNAVAILABLE or not await self._reconnect(deadline):
                 raise self._translate(exc, method) from None
         # The peer came back (a restart, or it started after us): one more try.
+        metrics.CLIENT_RETRIES.labels(self.service, method).inc()
         try:
             return await rpc(
                 request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata
