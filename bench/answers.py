@@ -94,13 +94,13 @@ CONFIGS: dict[str, Config] = {
 # -- data -------------------------------------------------------------------------------------
 
 
-def load_qa(root: Path) -> tuple[dict[str, dict], list[dict]]:
+def load_qa(root: Path, split: str = "test") -> tuple[dict[str, dict], list[dict]]:
     docs = {}
     with (root / "documents.jsonl").open() as f:
         for line in f:
             row = json.loads(line)
             docs[row["id"]] = row
-    with (root / "questions" / "test.jsonl").open() as f:
+    with (root / "questions" / f"{split}.jsonl").open() as f:
         questions = [json.loads(line) for line in f]
     return docs, questions
 
@@ -166,6 +166,8 @@ def ask(client: GatewayClient, question: str, collection: str, body: dict, max_t
         "content": content,
         "abstained": abstained,
         "mode": answer.get("mode", ""),
+        "reader_margin": answer.get("reader_margin"),
+        "similarity": answer.get("similarity"),
         "citations": [
             {"document_id": c["document_id"], "cited": c["cited"], "index": c["index"]}
             for c in final.get("citations", [])
@@ -237,6 +239,7 @@ def run_config(
     unanswerable: list[dict],
     args: argparse.Namespace,
     out: Path | None,
+    keep: list[dict] | None = None,
 ) -> dict:
     sentences = Sentences(client, args.top_k)
 
@@ -253,10 +256,15 @@ def run_config(
     if config.kind == "chat":  # the no-model rows never abstain
         for q in tqdm(unanswerable, desc=f"{config.label[:40]}: unanswerable", unit="q"):
             held_rows.append(one(q, HOLDOUT))
+    tagged = [{**r, "answerable": True} for r in rows] + [
+        {**r, "answerable": False} for r in held_rows
+    ]
+    if keep is not None:
+        keep.extend(tagged)
     if out is not None:
         with out.open("w") as f:
-            for r in rows + held_rows:
-                f.write(json.dumps({**r, "answerable": r in rows}) + "\n")
+            for r in tagged:
+                f.write(json.dumps(r) + "\n")
     return score(rows, held_rows, {q["id"]: q["document_id"] for q in answerable})
 
 
@@ -296,6 +304,35 @@ def score(rows: list[dict], held_rows: list[dict], gold_doc: dict[str, str]) -> 
         "p50": p50,
         "p95": p95,
     }
+
+
+def abstention_grid(rows: list[dict], label: str) -> Table:
+    """Abstention on unanswerable and answerable questions at other thresholds, from the
+    reader margins and similarities the gateway reported: the chat abstains when the margin
+    is below its threshold and the similarity below its own."""
+    t = Table(title=f"Abstention at other thresholds: {label}")
+    for c in ("reader margin >=", "similarity >=", "abstain unanswerable", "abstain answerable"):
+        t.add_column(c, justify="right")
+    have = [r for r in rows if r.get("similarity") is not None]
+    if not have:
+        return t
+    for margin in (-0.5, -0.2, 0.0, 0.2, 0.4, 0.6, 1.01):
+        for sim in (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 1.01):
+
+            def abstains(r: dict, margin: float = margin, sim: float = sim) -> bool:
+                m = r.get("reader_margin")
+                return (m is None or m < margin) and r["similarity"] < sim
+
+            un = [abstains(r) for r in have if not r["answerable"]]
+            an = [abstains(r) for r in have if r["answerable"]]
+            if un and an:
+                t.add_row(
+                    f"{margin:g}",
+                    f"{sim:g}",
+                    f"{statistics.mean(un):.3f}",
+                    f"{statistics.mean(an):.3f}",
+                )
+    return t
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -364,7 +401,7 @@ def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table
 
 
 def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
-    docs, questions = load_qa(args.data)
+    docs, questions = load_qa(args.data, args.split)
     answerable, unanswerable, held = split_questions(
         questions, args.questions, args.holdout, args.seed
     )
@@ -384,8 +421,13 @@ def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
     for name in args.configs:
         config = CONFIGS[name]
         out = args.out / f"answers-{name}.jsonl" if args.out else None
-        results.append((config, run_config(client, config, answerable, unanswerable, args, out)))
+        rows: list[dict] = []
+        results.append(
+            (config, run_config(client, config, answerable, unanswerable, args, out, rows))
+        )
         console.print(table(results, args))  # every finished row, in case a later one fails
+        if args.abstention_grid and config.kind == "chat":
+            console.print(abstention_grid(rows, config.label))
     client.close()
     return results
 
@@ -397,7 +439,19 @@ def main() -> int:
     parser.add_argument(
         "--questions", type=int, default=0, help="Answerable questions (seed sample); 0: all."
     )
-    parser.add_argument("--holdout", type=int, default=4, help="Test articles left out.")
+    parser.add_argument("--holdout", type=int, default=4, help="Articles left out.")
+    parser.add_argument(
+        "--split",
+        default="test",
+        help="Question file (questions/<split>.jsonl): test for figures, train to tune.",
+    )
+    parser.add_argument(
+        "--abstention-grid",
+        action="store_true",
+        help="After each chat configuration, the abstention its recorded reader margins and "
+        "similarities would give at other thresholds (run it with abstention off: --env "
+        "RAGRAIL_GATEWAY_CHAT_ABSTAIN_READER_MARGIN=-1).",
+    )
     parser.add_argument(
         "--configs",
         type=lambda s: [x for x in s.split(",") if x],

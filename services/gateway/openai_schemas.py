@@ -192,6 +192,9 @@ class AnswerReport(BaseModel):
     reader_margin: float | None = Field(
         None, description="The reader's answer probability minus its no-answer probability."
     )
+    similarity: float | None = Field(
+        None, description="Cosine of the sentence closest to the question (the embedder's)."
+    )
 
 
 class Citation(BaseModel):

@@ -163,7 +163,9 @@ def test_abstains_when_the_sources_do_not_hold_the_answer(gateway: str) -> None:
             "attributed": False,
             "unsupported": [],
             "reader_margin": reply["answer"]["reader_margin"],
+            "similarity": reply["answer"]["similarity"],
         }
+        assert reply["answer"]["similarity"] < 0.4
         # The closest sources are named and returned, none of them cited.
         assert reply["citations"] and not any(c["cited"] for c in reply["citations"])
         assert reply["citations"][0]["document_name"] in content

@@ -396,10 +396,12 @@ def export_onnx(model: Any, tokenizer: Any, out: Path) -> dict[str, Any]:
             )
             return o.start_logits, o.end_logits
 
+    from shared.models.quantize import DEFAULT_VARIANT, eager_attention, quantize_dynamic_variant
+
     wrapper = Logits(model).eval()
     sample = tokenizer(["what is exported"], ["A passage with a few tokens."], return_tensors="pt")
     path = out / FP32_FILE
-    with warnings.catch_warnings(), torch.no_grad():
+    with eager_attention(model), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             wrapper,
@@ -411,8 +413,6 @@ def export_onnx(model: Any, tokenizer: Any, out: Path) -> dict[str, Any]:
             opset_version=ONNX_OPSET,
             dynamo=False,
         )
-    from trainers.quantize.embedder import DEFAULT_VARIANT, quantize_dynamic_variant
-
     quant = quantize_dynamic_variant(path, out / INT8_FILE, DEFAULT_VARIANT)
     return {"file": INT8_FILE, "fp32_file": FP32_FILE, "opset": ONNX_OPSET, "quantization": quant}
 
@@ -535,7 +535,15 @@ def train(args: argparse.Namespace) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "some weights newly initialized": the fresh head
         model = AutoModelForQuestionAnswering.from_pretrained(base)
-    train_stats = fit(model, features, args, tokenizer.pad_token_id)
+    if args.no_train:  # --base is a reader this trainer saved: evaluate and export it again
+        saved = Path(base) / "metrics.json"
+        train_stats = (
+            json.loads(saved.read_text())["train"]
+            if saved.is_file()
+            else {"steps": None, "seconds": None, "note": f"trained earlier into {base}"}
+        )
+    else:
+        train_stats = fit(model, features, args, tokenizer.pad_token_id)
 
     chars = args.eval_window_chars
     negatives = (
@@ -616,6 +624,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--version", default="", help="Default: UTC timestamp.")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
+    parser.add_argument(
+        "--no-train",
+        action="store_true",
+        help="--base is a reader saved by this trainer: evaluate, export and register it again.",
+    )
     parser.add_argument("--max-length", type=int, default=256, help="Tokens per window.")
     parser.add_argument("--max-question-tokens", type=int, default=48)
     parser.add_argument("--negatives", type=int, default=1, help="Per COVID-QA question.")

@@ -57,6 +57,11 @@ def _report(chat: ChatState) -> AnswerReport:
         chat.answer_report = AnswerReport(
             mode="generative",
             reader_margin=None if chat.reading is None else round(chat.reading.margin, 4),
+            similarity=(
+                round(max(chat.evidence.cosine), 4)
+                if chat.evidence is not None and chat.evidence.cosine
+                else None
+            ),
         )
     return chat.answer_report
 

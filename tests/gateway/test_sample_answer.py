@@ -1,0 +1,64 @@
+"""The sample question of `make up`, asked of the default stack as `ragrail up --sample` asks
+it: the real embedder, retriever and generator (SmolLM2-135M), the gateway's defaults
+(answer_mode auto, evidence selection, grounding) and the newest reader that
+`python -m trainers.reader` registered under models/reader/. It must answer with the waggle
+dance (direction from the run's angle, distance from its length), citing [1], the honeybee
+document."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ragrail.cli import SAMPLE_CORPUS, SAMPLE_QUESTION
+from shared.models import registry
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+COLLECTION = "sample_answer"
+
+
+@pytest.fixture(scope="module")
+def reader() -> registry.Entry:
+    found = registry.entries("reader", root=REPO / "models")
+    if not found:
+        pytest.skip(
+            "no extractive reader in models/reader/: the default stack answers with one "
+            "(python -m trainers.reader)"
+        )
+    return found[-1]
+
+
+def test_the_sample_question_is_answered_from_the_honeybee_document(suite, reader) -> None:  # type: ignore[no-untyped-def]
+    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
+    assert reply.status_code in (201, 409), reply.text
+    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
+    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
+    assert reply.status_code == 200, reply.text
+
+    reply = suite.http.post(
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": SAMPLE_QUESTION}],
+            "collection": COLLECTION,
+            "max_tokens": 96,  # as ragrail up --sample asks
+        },
+        timeout=300,
+    )
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    answer = body["choices"][0]["message"]["content"]
+    words = answer.lower()
+    assert "waggle" in words or "dance" in words, answer
+    assert "direction" in words or "angle" in words, answer
+    assert "distance" in words or "length" in words, answer
+    assert "[1]" in answer, answer
+    first = body["citations"][0]
+    assert first["index"] == 1 and first["cited"]
+    assert first["document_name"] == "honeybee-colonies.md"
+    # Every [n] of the answer is a cited source, and every cited source is in the answer.
+    numbers = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
+    assert numbers == {c["index"] for c in body["citations"] if c["cited"]}
+    assert first["evidence"], "the cited source shows the evidence it gave"
+    assert body["answer"]["mode"] in ("generative", "extractive")
