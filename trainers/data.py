@@ -37,9 +37,10 @@ class Beir:
         queries = {str(row["_id"]): str(row["text"]) for row in _jsonl(root / "queries.jsonl")}
         return cls(root, corpus, queries)
 
-    def qrels(self, split: str) -> dict[str, dict[str, int]]:
+    def qrels(self, split: str, limit: int = 0) -> dict[str, dict[str, int]]:
         """{query id: {document id: grade}} of the split, relevant (grade > 0) pairs only, in
-        file order; queries or documents the files do not hold are left out."""
+        file order, the first `limit` queries (0: all); queries or documents the files do not
+        hold are left out."""
         path = self.root / "qrels" / f"{split}.tsv"
         if not path.is_file():
             known = sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
@@ -53,7 +54,7 @@ class Beir:
                 qid, did, grade = parts[0], parts[1], int(parts[-1])
                 if grade > 0 and qid in self.queries and did in self.corpus:
                     qrels.setdefault(qid, {})[did] = grade
-        return qrels
+        return dict(list(qrels.items())[:limit]) if limit else qrels
 
     def sha256(self, splits: list[str]) -> str:
         """Hash of the files a run reads, so a model names the exact data it was trained on."""
@@ -70,6 +71,31 @@ class Beir:
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_texts(path: Path, limit: int = 0) -> list[str]:
+    """The first `limit` texts (0: all) of a file: JSON lines ("title" and "text", as BEIR
+    corpora) or one per line; blank ones left out."""
+    if not path.is_file():
+        raise SystemExit(f"texts file {path} does not exist")
+    texts: list[str] = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            if path.suffix == ".jsonl":
+                row = json.loads(line)
+                title, text = str(row.get("title") or ""), str(row.get("text") or "")
+                text = f"{title}\n\n{text}".strip()
+            else:
+                text = line.strip()
+            if text:
+                texts.append(text)
+            if limit and len(texts) >= limit:
+                break
+    if not texts:
+        raise SystemExit(f"{path} holds no text")
+    return texts
 
 
 class Bm25:
@@ -102,6 +128,25 @@ class Bm25:
         k = min(k, len(self.ids))
         docs, _ = self.index.retrieve(self._tokenize(queries), k=k, show_progress=False)
         return [[self.ids[i] for i in row] for row in docs.tolist()]
+
+
+def training_splits(
+    args: Any, eval_limit: int = 0
+) -> tuple[Beir, dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """The BEIR directory `--data`, the first `--max-queries` queries of `--train-split` (0:
+    all) and the first `eval_limit` of `--eval-split`; stops when no training query has a
+    relevant document."""
+    data = Beir.load(args.data)
+    train_qrels = data.qrels(args.train_split, args.max_queries)
+    eval_qrels = data.qrels(args.eval_split, eval_limit)
+    if not train_qrels:
+        raise SystemExit(f"split '{args.train_split}' has no query with a relevant document")
+    print(
+        f"data {data.root}: {len(data.corpus)} documents, {len(train_qrels)} training queries "
+        f"({args.train_split}), {len(eval_qrels)} evaluation queries ({args.eval_split})",
+        flush=True,
+    )
+    return data, train_qrels, eval_qrels
 
 
 def hard_negatives(
@@ -174,6 +219,19 @@ def mean(values: Any) -> float:
     return float(sum(values) / len(values)) if values else 0.0
 
 
+def optimizer_step(loss: Any, model: Any, optimizer: Any, scheduler: Any) -> float:
+    """Back-propagates `loss`, clips the gradient norm to 1, steps the optimizer and the
+    learning-rate schedule; returns the loss."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return float(loss.detach())
+
+
 def seed_everything(seed: int) -> None:
     import torch
 
@@ -214,6 +272,19 @@ def loss_summary(losses: list[float]) -> dict[str, float]:
     }
 
 
+def manifest_head(role: str, args: Any, out: Path) -> dict[str, Any]:
+    """The registry fields a trainer's manifest starts with (shared/models/registry.py), and
+    where the model was written."""
+    return {
+        "role": role,
+        "name": args.name or out.parent.name,
+        "version": args.version or out.name,
+        "path": str(out),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "base": args.base or base_model_name(),
+    }
+
+
 def training_data(data: Beir, args: Any, train_qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
     """The manifest's "data" entry: which BEIR files, hashed, and which splits."""
     return {
@@ -232,6 +303,14 @@ def output_dir(role: str, name: str, version: str = "") -> Path:
     from shared.models import registry
 
     return registry.version_dir(role, name, version or datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+
+
+def add_output_arguments(parser: Any, out: str, name: str, version: str = "UTC timestamp") -> None:
+    """--out, --name, --version and --overwrite; the arguments say their defaults."""
+    parser.add_argument("--out", type=Path, help=f"Output directory (default: {out}).")
+    parser.add_argument("--name", default="", help=f"Model name (default: {name}).")
+    parser.add_argument("--version", default="", help=f"Model version (default: {version}).")
+    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
 
 
 def run_params(args: Any, *leave_out: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@ themselves are shared/models/encoder.py's."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,9 +16,7 @@ from shared.models.encoder import (
     TorchEncoder,
     packaged_minilm,
 )
-from shared.models.service import onnx_on_cpu
-
-log = logging.getLogger(__name__)
+from shared.models.service import load_model, onnx_on_cpu
 
 
 def sentence_transformers(settings: EmbedderSettings) -> Encoder:
@@ -61,13 +58,4 @@ BACKENDS: dict[str, Callable[[EmbedderSettings], Encoder]] = {
 
 
 def load_backend(settings: EmbedderSettings) -> Encoder:
-    encoder = BACKENDS[settings.backend](settings)
-    log.info(
-        "embedder model loaded",
-        extra={
-            "model": encoder.model_name,
-            "device": encoder.device,
-            "dimension": encoder.dimension,
-        },
-    )
-    return encoder
+    return load_model(settings, BACKENDS)

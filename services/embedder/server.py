@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import numpy as np
 
@@ -20,6 +22,8 @@ class EmbedderServicer(
 ):
     service = "embedder"
     thread_name = "embed"
+    proto = embedder_pb2
+    add_to_server = embedder_pb2_grpc.add_EmbedderServicer_to_server
 
     def __init__(self, backend: Encoder, settings: EmbedderSettings) -> None:
         super().__init__(backend, settings)
@@ -90,17 +94,13 @@ class EmbedderServicer(
             passage_prefix=self.settings.passage_prefix,
         )
 
+    def ready_message(self) -> dict[str, Any]:
+        return {"model": self.backend.model_name, "dimension": self.backend.dimension}
+
     async def close(self) -> None:
         await self._batcher.close()
         await super().close()
 
 
 async def build(settings: EmbedderSettings) -> Built:
-    return await build_model_service(
-        settings,
-        load_backend,
-        EmbedderServicer,
-        embedder_pb2,
-        embedder_pb2_grpc.add_EmbedderServicer_to_server,
-        lambda backend: {"model": backend.model_name, "dimension": backend.dimension},
-    )
+    return await build_model_service(settings, load_backend, EmbedderServicer)

@@ -3,7 +3,6 @@ the newest trained one; the models themselves are shared/models/cross_encoder.py
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from shared.models.cross_encoder import (
     TorchCrossEncoder,
     find_reranker,
 )
-from shared.models.service import onnx_on_cpu
-
-log = logging.getLogger(__name__)
+from shared.models.service import load_model, onnx_on_cpu
 
 
 def model_dir(settings: RerankerSettings, required: str = "") -> Path:
@@ -57,9 +54,4 @@ BACKENDS: dict[str, Callable[[RerankerSettings], CrossEncoder]] = {
 
 
 def load_backend(settings: RerankerSettings) -> CrossEncoder:
-    model = BACKENDS[settings.backend](settings)
-    log.info(
-        "reranker model loaded",
-        extra={"model": model.model_name, "device": model.device, "max_length": model.max_length},
-    )
-    return model
+    return load_model(settings, BACKENDS)

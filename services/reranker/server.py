@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import grpc
 import numpy as np
@@ -21,6 +22,8 @@ class RerankerServicer(
 ):
     service = "reranker"
     thread_name = "rerank"
+    proto = reranker_pb2
+    add_to_server = reranker_pb2_grpc.add_RerankerServicer_to_server
 
     def _validate(self, request: reranker_pb2.RerankRequest) -> None:
         if not request.query.strip():
@@ -61,6 +64,9 @@ class RerankerServicer(
         )
         return reply
 
+    def ready_message(self) -> dict[str, Any]:
+        return {**super().ready_message(), "max_length": self.backend.max_length}
+
     async def Info(
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.RerankerInfo:
@@ -71,15 +77,4 @@ class RerankerServicer(
 
 
 async def build(settings: RerankerSettings) -> Built:
-    return await build_model_service(
-        settings,
-        load_backend,
-        RerankerServicer,
-        reranker_pb2,
-        reranker_pb2_grpc.add_RerankerServicer_to_server,
-        lambda backend: {
-            "model": backend.model_name,
-            "backend": backend.name,
-            "max_length": backend.max_length,
-        },
-    )
+    return await build_model_service(settings, load_backend, RerankerServicer)

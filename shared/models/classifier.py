@@ -176,13 +176,12 @@ def newest_injection_model(models_dir: str = "") -> Path | None:
 
 def find_injection_model(setting: str) -> Path:
     """RAGRAIL_GUARDRAILS_INJECTION_MODEL when set, else the newest trained classifier."""
-    if setting:
-        path = Path(setting).expanduser()
-        if not path.is_dir():
-            raise FailedPrecondition(
-                f"injection model directory {path} does not exist "
-                f"(RAGRAIL_GUARDRAILS_INJECTION_MODEL); {INJECTION_TRAIN_HINT}"
-            )
+    path = registry.configured_dir(
+        setting,
+        "injection model directory {path} does not exist (RAGRAIL_GUARDRAILS_INJECTION_MODEL); "
+        + INJECTION_TRAIN_HINT,
+    )
+    if path is not None:
         return path
     root = Path.cwd() / INJECTION_MODELS
     found = newest_injection_model(str(root))

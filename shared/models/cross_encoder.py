@@ -131,62 +131,39 @@ def activation_of(path: Path) -> str:
     return str(name) if name else "torch.nn.modules.activation.Sigmoid"
 
 
-class OnnxCrossEncoder(CrossEncoder):
+class OnnxCrossEncoder(runtime.OnnxModel, CrossEncoder):
     """The scoring pipeline on one ONNX file: `predict` scores (query, passage) pairs,
     longest first in batches of `batch_size`, and returns the activated scores in input
     order. Idle onnxruntime threads sleep between calls (runtime.session)."""
 
     name: ClassVar[str] = "onnx"
+    default_file = "model.onnx"
+    file_setting = "RAGRAIL_RERANKER_ONNX_FILE"
+    export_hint = ONNX_HINT
 
-    def __init__(
-        self,
-        path: Path,
-        onnx_file: str = "model.onnx",
-        *,
-        threads: int = 0,
-        batch_size: int = 32,
-        max_length: int = 0,
-    ) -> None:
-        from transformers import AutoTokenizer
-
-        file = path / onnx_file
-        if not file.is_file():
-            raise FailedPrecondition(
-                f"{file} does not exist (ONNX files there: {runtime.onnx_files(path) or 'none'});"
-                f" set RAGRAIL_RERANKER_ONNX_FILE, or write it with {ONNX_HINT}"
-            )
-        self.path = path
-        self.file = file
-        self.model_name = str(path)
-        self.device = "cpu"
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        positions = read_object(path / "config.json").get("max_position_embeddings")
-        self.max_length = check_max_length(
-            max_length, int(min(self.tokenizer.model_max_length, 10**6)), positions
-        )
-        activation = activation_of(path)
+    def setup(self) -> None:
+        self.model_name = str(self.path)
+        activation = activation_of(self.path)
         if activation.endswith(".Sigmoid"):
             self._activation = _sigmoid
         elif activation.endswith(".Identity"):
             self._activation = _identity
         else:
             raise FailedPrecondition(
-                f"{path}: activation {activation} is not supported by the onnx backend "
+                f"{self.path}: activation {activation} is not supported by the onnx backend "
                 "(Sigmoid or Identity); use RAGRAIL_RERANKER_BACKEND=sentence-transformers"
             )
-        self.session = runtime.session(file, threads)
-        self.input_names = runtime.check_inputs(
-            self.session,
-            self.tokenizer,
-            file,
-            "export it again with `python -m trainers.reranker`",
-        )
         width = self.session.get_outputs()[0].shape[-1]
         if isinstance(width, int) and width != 1:
             raise FailedPrecondition(
-                f"{file} outputs {width} logits per pair; a reranker needs one"
+                f"{self.file} outputs {width} logits per pair; a reranker needs one"
             )
-        self.batch_size = batch_size
+
+    def token_limit(self, requested: int) -> int:
+        positions = read_object(self.path / "config.json").get("max_position_embeddings")
+        return check_max_length(
+            requested, int(min(self.tokenizer.model_max_length, 10**6)), positions
+        )
 
     def predict(self, pairs: list[Pair]) -> np.ndarray:
         scores = np.empty(len(pairs), dtype=np.float32)
@@ -223,13 +200,12 @@ def find_reranker(model: str, models_dir: str, backend: str, required: str) -> P
     """The reranker model directory: `model` (RAGRAIL_RERANKER_MODEL) when set, else the
     newest trained one under `models_dir`; it must hold `required`, which `backend` loads."""
     needs = f"the {backend} backend"
-    if model:
-        path = Path(model).expanduser()
-        if not path.is_dir():
-            raise FailedPrecondition(
-                f"reranker model directory {path} does not exist; set RAGRAIL_RERANKER_MODEL "
-                f"to a local cross-encoder directory (models are never downloaded), or {TRAIN_HINT}"
-            )
+    path = registry.configured_dir(
+        model,
+        "reranker model directory {path} does not exist; set RAGRAIL_RERANKER_MODEL to a local "
+        f"cross-encoder directory (models are never downloaded), or {TRAIN_HINT}",
+    )
+    if path is not None:
         if not (path / required).is_file():
             extra = ""
             if required.endswith(".onnx"):

@@ -216,7 +216,7 @@ def pooling_mode(config: dict[str, Any], where: Path) -> str:
     return modes[0]
 
 
-class OnnxEncoder(Encoder):
+class OnnxEncoder(runtime.OnnxModel, Encoder):
     """The embedding pipeline on one ONNX file.
 
     `embed` sorts texts by length (longest first, as sentence-transformers does), runs
@@ -224,71 +224,58 @@ class OnnxEncoder(Encoder):
     """
 
     name: ClassVar[str] = "onnx"
+    default_file = "model_int8.onnx"
+    file_setting = "RAGRAIL_EMBEDDER_ONNX_FILE"
+    export_hint = "`python -m trainers.quantize embedder --out DIR`"
 
     def __init__(
         self,
         path: Path,
-        onnx_file: str = "model_int8.onnx",
+        onnx_file: str = "",
         *,
-        threads: int = 0,
-        batch_size: int = 32,
-        max_length: int = 0,
         normalize: bool = True,
         spinning: bool = True,
+        threads: int = 0,
+        **options: int,
     ) -> None:
-        """`threads` 0: every core this process may run on. `spinning=False`: idle intra-op
-        threads sleep instead of spinning after a run, for callers that run small batches
-        between other CPU work on few cores (see runtime.session)."""
-        from transformers import AutoTokenizer
-
+        """`threads` 0: every core this process may run on; `options`: batch_size and
+        max_length (runtime.OnnxModel). `spinning=False`: idle intra-op threads sleep instead
+        of spinning after a run, for callers that run small batches between other CPU work
+        on few cores (see runtime.session)."""
         if not path.is_dir():
             raise FailedPrecondition(
-                f"embedder model directory {path} does not exist; write one with "
-                "`python -m trainers.quantize embedder --out DIR`"
+                f"embedder model directory {path} does not exist; write one with {self.export_hint}"
             )
-        file = path / onnx_file
-        if not file.is_file():
-            raise FailedPrecondition(
-                f"{file} does not exist (ONNX files there: {runtime.onnx_files(path) or 'none'});"
-                " set RAGRAIL_EMBEDDER_ONNX_FILE, or write the directory with "
-                "`python -m trainers.quantize embedder --out DIR`"
-            )
-        self.path = path
-        self.file = file
-        self.model_name = str(file)
-        self.device = "cpu"
         self.config = sentence_config(path)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        if not getattr(self.tokenizer, "is_fast", True):
-            raise FailedPrecondition(f"{path}: tokenizer.json (a fast tokenizer) is missing")
-        hf_config = read_json(path / "config.json") if (path / "config.json").is_file() else {}
-        positions = hf_config.get("max_position_embeddings")
-        model_length = self.config["max_seq_length"] or min(
-            int(self.tokenizer.model_max_length), int(positions or 512)
-        )
-        self.max_length = int(max_length or model_length)
-        if isinstance(positions, int) and self.max_length > positions:
-            raise FailedPrecondition(
-                f"max_length {self.max_length} exceeds the model's {positions} positions; "
-                "set RAGRAIL_EMBEDDER_MAX_LENGTH to at most that"
-            )
-        # Tokenize is used on whole documents, longer than the model's window by design.
-        self.tokenizer.model_max_length = 10**9
+        self.threads = threads or len(os.sched_getaffinity(0))
         self.pooling = self.config["pooling"]
         # sentence-transformers normalises when asked to or when the model ends in Normalize.
         self.normalize = normalize or bool(self.config["normalize"])
         self.normalized = self.normalize
-        self.batch_size = batch_size
-        self.threads = threads or len(os.sched_getaffinity(0))
-        self.session = runtime.session(file, self.threads, spinning=spinning)
-        self.input_names = runtime.check_inputs(
-            self.session,
-            self.tokenizer,
-            file,
-            "export it again with `python -m trainers.quantize embedder`",
-        )
+        super().__init__(path, onnx_file, threads=self.threads, spinning=spinning, **options)
+
+    def setup(self) -> None:
+        self.model_name = str(self.file)
+        # Tokenize is used on whole documents, longer than the model's window by design.
+        self.tokenizer.model_max_length = 10**9
         width = self.session.get_outputs()[0].shape[-1]
         self.dimension = int(width) if isinstance(width, int) else self.embed(["x"]).shape[1]
+
+    def token_limit(self, requested: int) -> int:
+        if not getattr(self.tokenizer, "is_fast", True):
+            raise FailedPrecondition(f"{self.path}: tokenizer.json (a fast tokenizer) is missing")
+        config = self.path / "config.json"
+        positions = read_json(config).get("max_position_embeddings") if config.is_file() else None
+        model_length = self.config["max_seq_length"] or min(
+            int(self.tokenizer.model_max_length), int(positions or 512)
+        )
+        length = int(requested or model_length)
+        if isinstance(positions, int) and length > positions:
+            raise FailedPrecondition(
+                f"max_length {length} exceeds the model's {positions} positions; "
+                "set RAGRAIL_EMBEDDER_MAX_LENGTH to at most that"
+            )
+        return length
 
     def _encode(self, texts: list[str], **kwargs: Any) -> Any:
         if self.config["do_lower_case"]:

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.models.runtime import offline
+
 ONNX_OPSET = 17
 FP32_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
@@ -209,9 +211,7 @@ def quantize_dynamic_variant(fp32: Path, out: Path, variant: str) -> dict[str, A
 def prepare(args: argparse.Namespace) -> int:
     """Offline, seeded, and the thread count (`--threads`, 0: every core this process may
     use) set for PyTorch; returns that count for onnxruntime."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    offline()
     import random
 
     import torch
@@ -401,12 +401,8 @@ def write_quantized(
     return manifest
 
 
-def add_arguments(parser: argparse.ArgumentParser, out: str, name: str, version: str) -> None:
-    """The arguments both quantizers take; `out`, `name`, `version`: their defaults, said."""
-    parser.add_argument("--out", type=Path, help=f"Output directory (default: {out}).")
-    parser.add_argument("--name", default="", help=f"Model name (default: {name}).")
-    parser.add_argument("--version", default="", help=f"Model version (default: {version}).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """How both quantizers time the engines: --repeats, --batch-size, --threads."""
     parser.add_argument("--repeats", type=int, default=3, help="Timed runs per engine.")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=0, help="Intra-op threads; 0: all cores.")

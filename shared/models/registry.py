@@ -19,7 +19,7 @@ Services that take "the newest trained model" of a role (the reranker, the guard
 classifier) find it with `newest(role, requires=FILE)`: the newest version holding the file
 that service loads, including directories older trainers left without a manifest.
 
-Only the standard library is used: every service image ships `shared/`.
+Only the standard library (and shared.errors) is used: every service image ships `shared/`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from shared.errors import FailedPrecondition
 
 MODELS_DIR_ENV = "RAGRAIL_MODELS_DIR"
 LATEST = "latest"
@@ -178,6 +180,17 @@ def newest(
         if p.is_file()
     ]
     return max(found, key=lambda e: (created(e), str(e.path)), default=None)
+
+
+def configured_dir(setting: str, missing: str) -> Path | None:
+    """The model directory a setting names (None when the setting is empty); one that is
+    not a directory stops the caller with `missing`, formatted with {path}."""
+    if not setting:
+        return None
+    path = Path(setting).expanduser()
+    if not path.is_dir():
+        raise FailedPrecondition(missing.format(path=path))
+    return path
 
 
 def listing(role: str = "", root: str | os.PathLike[str] | None = None) -> list[Entry]:

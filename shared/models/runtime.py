@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from shared.errors import FailedPrecondition
+
+
+def offline() -> None:
+    """Models are never downloaded: the Hugging Face libraries stay offline (and tokenizers
+    single-threaded, which forks and thread pools prefer), unless the environment says
+    otherwise."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def read_json(path: Path) -> Any:
@@ -61,3 +71,51 @@ def check_inputs(session: Any, tokenizer: Any, file: Path, remedy: str) -> list[
             f"{file} takes inputs {missing} that the tokenizer does not produce; {remedy}"
         )
     return names
+
+
+class OnnxModel:
+    """One ONNX file of a model directory and the directory's tokenizer, on a CPU session.
+    Subclasses name their default file, the setting that picks another and the command that
+    writes it (for errors), say how many tokens an input may have (`token_limit`) and check
+    the rest once the session is open (`setup`)."""
+
+    default_file: ClassVar[str] = "model.onnx"
+    file_setting: ClassVar[str] = "the ONNX file setting"
+    export_hint: ClassVar[str] = "export the model again"
+
+    def __init__(
+        self,
+        path: Path,
+        onnx_file: str = "",
+        *,
+        threads: int = 0,
+        batch_size: int = 32,
+        max_length: int = 0,
+        spinning: bool = False,
+    ) -> None:
+        from transformers import AutoTokenizer
+
+        file = path / (onnx_file or self.default_file)
+        if not file.is_file():
+            raise FailedPrecondition(
+                f"{file} does not exist (ONNX files there: {onnx_files(path) or 'none'}); "
+                f"set {self.file_setting}, or write it with {self.export_hint}"
+            )
+        self.path = path
+        self.file = file
+        self.device = "cpu"
+        self.batch_size = batch_size
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.max_length = self.token_limit(max_length)
+        self.session = session(file, threads, spinning=spinning)
+        self.input_names = check_inputs(
+            self.session, self.tokenizer, file, f"export it again with {self.export_hint}"
+        )
+        self.setup()
+
+    def token_limit(self, requested: int) -> int:
+        """The tokens an input is truncated to: `requested`, else the model's own."""
+        raise NotImplementedError
+
+    def setup(self) -> None:
+        """Checks and settings that need the open session."""

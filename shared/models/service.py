@@ -5,8 +5,9 @@ the onnx-on-cpu rule and the startup wiring."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.models.settings import ModelServiceSettings
@@ -14,8 +15,24 @@ from shared.proto.ragrail.v1 import common_pb2
 from shared.server import BlockingRunner, Built, ServiceSpec
 from shared.version import VERSION
 
+log = logging.getLogger(__name__)
 Model = TypeVar("Model")
 Settings = TypeVar("Settings", bound=ModelServiceSettings)
+
+
+def load_model(settings: Settings, backends: dict[str, Callable[[Settings], Model]]) -> Model:
+    """The model RAGRAIL_<SERVICE>_BACKEND names, built from the settings by `backends`."""
+    model: Any = backends[settings.backend](settings)
+    log.info(
+        f"{settings.service_name} model loaded",
+        extra={
+            "model": model.model_name,
+            "backend": model.name,
+            "device": model.device,
+            "max_length": model.max_length,
+        },
+    )
+    return model  # type: ignore[no-any-return]
 
 
 def onnx_on_cpu(service: str, device: str) -> None:
@@ -32,8 +49,10 @@ class ModelServicer(Generic[Model, Settings]):
     """Base of a model service's servicer: `self.backend` is the loaded model, `run` calls
     it off the event loop."""
 
-    service: str = ""  # the service's name: embedder, reranker
-    thread_name: str = "model"
+    service: ClassVar[str] = ""  # the service's name: embedder, reranker
+    thread_name: ClassVar[str] = "model"
+    proto: ClassVar[Any]  # the generated *_pb2 module of the one service it implements
+    add_to_server: ClassVar[Callable[..., None]]  # its *_pb2_grpc.add_*Servicer_to_server
 
     def __init__(self, backend: Model, settings: Settings) -> None:
         self.backend = backend
@@ -74,6 +93,11 @@ class ModelServicer(Generic[Model, Settings]):
             },
         )
 
+    def ready_message(self) -> dict[str, Any]:
+        """What the "ready" log line says about the model."""
+        backend: Any = self.backend
+        return {"model": backend.model_name, "backend": backend.name}
+
     async def close(self) -> None:
         self._model_thread.shutdown()
 
@@ -81,18 +105,14 @@ class ModelServicer(Generic[Model, Settings]):
 async def build_model_service(
     settings: Settings,
     load: Callable[[Settings], Model],
-    servicer_cls: Callable[[Model, Settings], ModelServicer[Model, Settings]],
-    proto: Any,
-    add_servicer: Callable[..., None],
-    ready: Callable[[Model], dict[str, Any]],
+    servicer_cls: type[ModelServicer[Model, Settings]],
 ) -> Built:
-    """Loads the model off the event loop and wires its servicer: `proto` is the generated
-    *_pb2 module whose one service the servicer implements."""
+    """Loads the model off the event loop and wires its servicer."""
     backend = await asyncio.to_thread(load, settings)
     servicer = servicer_cls(backend, settings)
-    (service,) = proto.DESCRIPTOR.services_by_name.values()
+    (service,) = servicer.proto.DESCRIPTOR.services_by_name.values()
     return Built(
-        specs=[ServiceSpec(service.full_name, servicer, add_servicer)],
+        specs=[ServiceSpec(service.full_name, servicer, type(servicer).add_to_server)],
         close=servicer.close,
-        ready_message=ready(backend),
+        ready_message=servicer.ready_message(),
     )

@@ -232,3 +232,43 @@ def test_service_without_a_model_refuses_to_start() -> None:
     )
     assert result.returncode == 2
     assert "python -m trainers.quantize embedder" in result.stdout + result.stderr
+
+
+# -- the same encoder under a classification head (shared/models/classifier.py) --------------
+
+
+def classifier_dir(model_dir: Path, tmp_path: Path, head: dict, manifest: dict) -> Path:
+    """The exported encoder (linked, not copied) with a head.json and manifest.json."""
+    import json
+
+    out = tmp_path / "classifier"
+    out.mkdir()
+    for item in model_dir.iterdir():
+        (out / item.name).symlink_to(item)
+    (out / "head.json").write_text(json.dumps(head))
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_multi_label_head_takes_labels_and_thresholds_from_its_files(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    from shared.models.classifier import InjectionClassifier, SequenceClassifier
+
+    rng = np.random.default_rng(0)
+    head = {
+        "format": "ragrail-test-classifier/1",
+        "encoder": {"onnx_file": "model_int8.onnx"},
+        "weights": rng.normal(size=(2, 384)).tolist(),
+        "bias": [0.0, 100.0],
+    }
+    manifest = {"labels": ["first", "second"], "threshold": [1000.0, 0.0]}
+    path = classifier_dir(model_dir, tmp_path, head, manifest)
+    classifier = SequenceClassifier(path, threads=1)
+    assert classifier.labels == ["first", "second"]
+    vectors = classifier.embed(TEXTS[:3])
+    assert classifier.scores(vectors).shape == (3, 2)
+    # Nothing reaches 1000; everything passes 0 with a bias of 100 on unit vectors.
+    assert classifier.flagged(vectors).tolist() == [[False, True]] * 3
+    with pytest.raises(FailedPrecondition, match="expected 'ragrail-injection-classifier/1'"):
+        InjectionClassifier(path)

@@ -1,11 +1,13 @@
 """Which services `ragrail up` starts, and how it wires the gateway to them (no processes)."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from ragrail.launcher import Supervisor
+from ragrail.launcher import SERVICES, Supervisor
+from shared.topology import SERVICES as TOPOLOGY
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +73,44 @@ def test_a_trained_reranker_worse_than_bm25_is_not_started_unless_configured(
 def test_a_trained_reranker_better_than_bm25_is_started(tmp_path: Path) -> None:
     _trained(tmp_path, "v2", after=0.801, bm25=0.789)
     assert "reranker" in [c.spec.name for c in Supervisor(tmp_path / "data", print).children]
+
+
+def test_a_registry_manifest_is_the_evaluation_when_metrics_json_is_missing(
+    tmp_path: Path,
+) -> None:
+    """Trainers record their metrics in manifest.json too; the gate reads them there."""
+    model = tmp_path / "models" / "reranker" / "minilm" / "v3"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    manifest = {
+        "role": "reranker",
+        "created_at": "2031-01-01T00:00:00+00:00",
+        "metrics": {"ndcg@10": {"bm25": 0.7, "after": 0.6}},
+    }
+    (model / "manifest.json").write_text(json.dumps(manifest))
+    said: list[str] = []
+    supervisor = Supervisor(tmp_path / "data", said.append)
+    assert "reranker" not in [c.spec.name for c in supervisor.children]
+    assert any("0.600 against 0.700, manifest.json" in s for s in said)
+
+
+def test_ports_come_from_the_environment_and_the_yaml_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragrail up` reads each service's host and port as the service does (shared.topology),
+    without importing the service."""
+    for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
+        monkeypatch.delenv(key)  # a session fixture may have set ports
+    config = tmp_path / "ragrail.yaml"
+    config.write_text("embedder:\n  port: 50111\n  batch_size: 8\ngateway:\n  host: 0.0.0.0\n")
+    monkeypatch.setenv("RAGRAIL_CONFIG", str(config))
+    monkeypatch.setenv("RAGRAIL_RETRIEVER_PORT", "50222")
+    supervisor = Supervisor(tmp_path / "data", print)
+    assert (supervisor.child("embedder").host, supervisor.child("embedder").port) == (
+        "127.0.0.1",
+        50111,
+    )
+    assert supervisor.child("retriever").port == 50222
+    assert supervisor.child("gateway").url == "http://0.0.0.0:8080"
+    assert supervisor.child("generator").port == 50055
+    assert [s.name for s in SERVICES] == list(TOPOLOGY)

@@ -8,16 +8,13 @@ handful of texts.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from shared.models.quantize import VARIANTS
-from tests.conftest import REPO
+from tests.trainers.quantize_cli import run_quantize
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -32,12 +29,6 @@ TEXTS = [
 ]
 
 
-def env() -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    clean.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    return clean
-
-
 @pytest.fixture(scope="module")
 def texts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("texts") / "texts.txt"
@@ -48,20 +39,12 @@ def texts_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory: pytest.TempPathFactory, texts_file: Path) -> Path:
     out = tmp_path_factory.mktemp("quantized") / "minilm-onnx"
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "trainers.quantize", "embedder", "--out", str(out),
-            "--texts", str(texts_file), "--bench-texts", "8", "--repeats", "1",
-            "--batch-size", "4", "--threads", "1", "--variant", "auto", "--variant-texts", "4",
-        ],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    stdout = run_quantize(
+        "embedder", "--out", str(out), "--texts", str(texts_file), "--bench-texts", "8",
+        "--repeats", "1", "--batch-size", "4", "--threads", "1", "--variant", "auto",
+        "--variant-texts", "4",
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "texts/s: torch FP32" in result.stdout
+    assert "texts/s: torch FP32" in stdout
     return out
 
 
@@ -176,12 +159,7 @@ def test_refuses_to_overwrite_and_validates_flags(quantized: Path) -> None:
         parse_args(["--bench-texts", "0"])
     with pytest.raises(SystemExit):
         parse_args(["--calibration", "x.txt"])  # static mode only
-    assert (
-        subprocess.run(
-            [sys.executable, "-m", "trainers.quantize", "nothing"], cwd=REPO, env=env()
-        ).returncode
-        == 2
-    )
+    run_quantize("nothing", code=2)
 
 
 def test_static_mode_writes_a_qdq_model(tmp_path: Path, texts_file: Path) -> None:

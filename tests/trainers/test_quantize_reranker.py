@@ -10,15 +10,13 @@ model.onnx, which is copied) on the built-in sample pairs.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.trainers.quantize_cli import run_quantize
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -42,12 +40,6 @@ QUERIES = (
 )
 
 
-def env() -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    clean.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    return clean
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from trainers.reranker.train import main
@@ -61,21 +53,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
     out = tmp_path_factory.mktemp("quantized") / "tiny-int8"
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "trainers.quantize", "reranker", "--model", str(tiny_model),
-            "--out", str(out), "--data", str(TINY_BEIR), "--eval-max-queries", "4",
-            "--eval-depth", "10", "--bench-pairs", "24", "--repeats", "1", "--batch-size", "8",
-            "--threads", "1",
-        ],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    stdout = run_quantize(
+        "reranker", "--model", str(tiny_model), "--out", str(out), "--data", str(TINY_BEIR),
+        "--eval-max-queries", "4", "--eval-depth", "10", "--bench-pairs", "24", "--repeats",
+        "1", "--batch-size", "8", "--threads", "1",
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "pairs/s: torch FP32" in result.stdout and "nDCG@10: BM25" in result.stdout
+    assert "pairs/s: torch FP32" in stdout and "nDCG@10: BM25" in stdout
     return out
 
 

@@ -11,13 +11,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from trainers.data import Beir, Bm25, ndcg_at
 from trainers.reranker.train import (
-    Beir,
-    Bm25,
     EvalSet,
     main,
     mine_negatives,
-    ndcg_at,
     parse_args,
     rerank_ndcg,
     training_groups,

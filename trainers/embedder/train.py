@@ -24,36 +24,16 @@ on the same machine and library versions.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainers.data import (
-    Beir,
-    Bm25,
-    base_model_name,
-    base_model_path,
-    dense_rankings,
-    encode,
-    hard_negatives,
-    library_versions,
-    loss_summary,
-    mean,
-    merge_negatives,
-    ndcg_at,
-    output_dir,
-    recall_at,
-    run_params,
-    seed_everything,
-    training_data,
-    write_outputs,
-)
+from shared.models.runtime import offline
+from trainers import data as common
 
 METHOD = (
     "bi-encoder fine-tuning: MultipleNegativesRankingLoss with in-batch negatives and "
@@ -116,8 +96,8 @@ def retrieval_metrics(
     rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]
 ) -> dict[str, float]:
     return {
-        "ndcg@10": round(mean(ndcg_at(rankings[q], qrels[q]) for q in qrels), 6),
-        "recall@100": round(mean(recall_at(rankings[q], qrels[q]) for q in qrels), 6),
+        "ndcg@10": round(common.mean(common.ndcg_at(rankings[q], qrels[q]) for q in qrels), 6),
+        "recall@100": round(common.mean(common.recall_at(rankings[q], qrels[q]) for q in qrels), 6),
     }
 
 
@@ -135,7 +115,7 @@ def load_model(path: str, max_length: int, device: str) -> Any:
 def fit(
     model: Any,
     items: list[Example],
-    data: Beir,
+    data: common.Beir,
     args: argparse.Namespace,
     out: Path,
 ) -> dict[str, Any]:
@@ -181,12 +161,7 @@ def fit(
                     for col in columns
                 ]
                 loss = loss_fn(features, None)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                losses.append(float(loss.detach()))
+                losses.append(common.optimizer_step(loss, model, optimizer, scheduler))
                 bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.4f}")
                 bar.update()
             save_checkpoint(model, optimizer, scheduler, epoch + 1, losses, out / CHECKPOINT)
@@ -195,7 +170,7 @@ def fit(
         "examples": len(items),
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
-        **loss_summary(losses),
+        **common.loss_summary(losses),
     }
 
 
@@ -282,14 +257,14 @@ switching models.
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    return output_dir("embedder", args.name or f"minilm-{args.data.resolve().name}", args.version)
+    return common.output_dir(
+        "embedder", args.name or f"minilm-{args.data.resolve().name}", args.version
+    )
 
 
 def train(args: argparse.Namespace) -> Path:
     """Runs the whole recipe; returns the output directory."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    offline()
 
     if args.train_split == args.eval_split:
         raise SystemExit(f"--train-split and --eval-split are both '{args.eval_split}'")
@@ -300,28 +275,17 @@ def train(args: argparse.Namespace) -> Path:
         raise SystemExit("--resume needs the --out (or --version) of the run to go on with")
     started = time.perf_counter()
 
-    data = Beir.load(args.data)
-    train_qrels = data.qrels(args.train_split)
-    if args.max_queries:
-        train_qrels = dict(list(train_qrels.items())[: args.max_queries])
-    eval_qrels = data.qrels(args.eval_split)
-    if not train_qrels:
-        raise SystemExit(f"split '{args.train_split}' has no query with a relevant document")
-    print(
-        f"data {data.root}: {len(data.corpus)} documents, {len(train_qrels)} training queries "
-        f"({args.train_split}), {len(eval_qrels)} evaluation queries ({args.eval_split})",
-        flush=True,
-    )
+    data, train_qrels, eval_qrels = common.training_splits(args)
     doc_ids = list(data.corpus)
     doc_texts = [data.corpus[d] for d in doc_ids]
     deepest = max(len(r) for r in train_qrels.values())
 
-    seed_everything(args.seed)
-    base = base_model_path(args.base)
+    common.seed_everything(args.seed)
+    base = common.base_model_path(args.base)
     model = load_model(base, args.max_length, args.device)
-    base_vectors = encode(model, doc_texts, args.eval_batch_size, "base model")
+    base_vectors = common.encode(model, doc_texts, args.eval_batch_size, "base model")
     before = retrieval_metrics(
-        dense_rankings(
+        common.dense_rankings(
             model,
             doc_ids,
             base_vectors,
@@ -334,14 +298,14 @@ def train(args: argparse.Namespace) -> Path:
     print(f"base model on {args.eval_split}: {before}", flush=True)
 
     train_queries = {q: data.queries[q] for q in train_qrels}
-    bm25_ranked = Bm25(data.corpus).search(
+    bm25_ranked = common.Bm25(data.corpus).search(
         list(train_queries.values()), args.bm25_negatives + deepest
     )
-    bm25_negs = hard_negatives(
+    bm25_negs = common.hard_negatives(
         dict(zip(train_queries, bm25_ranked, strict=True)), train_qrels, args.bm25_negatives
     )
-    dense_negs = hard_negatives(
-        dense_rankings(
+    dense_negs = common.hard_negatives(
+        common.dense_rankings(
             model,
             doc_ids,
             base_vectors,
@@ -354,7 +318,7 @@ def train(args: argparse.Namespace) -> Path:
     )
     n_neg = args.bm25_negatives + args.dense_negatives
     # BM25's first, then the model's best that BM25 did not already give.
-    negatives = merge_negatives(bm25_negs, dense_negs)
+    negatives = common.merge_negatives(bm25_negs, dense_negs)
     items = examples(train_qrels, negatives, n_neg)
     if not items:
         raise SystemExit("no training example: the corpus is smaller than the negatives asked for")
@@ -362,13 +326,13 @@ def train(args: argparse.Namespace) -> Path:
 
     if args.resume and (out / CHECKPOINT / "config.json").is_file():
         model = load_model(str(out / CHECKPOINT), args.max_length, args.device)
-    seed_everything(args.seed)
+    common.seed_everything(args.seed)
     train_stats = fit(model, items, data, args, out)
     after = retrieval_metrics(
-        dense_rankings(
+        common.dense_rankings(
             model,
             doc_ids,
-            encode(model, doc_texts, args.eval_batch_size, "fine-tuned model"),
+            common.encode(model, doc_texts, args.eval_batch_size, "fine-tuned model"),
             {q: data.queries[q] for q in eval_qrels},
             100,
             args.eval_batch_size,
@@ -387,21 +351,16 @@ def train(args: argparse.Namespace) -> Path:
         "train": train_stats,
     }
     manifest = {
-        "role": "embedder",
-        "name": args.name or out.parent.name,
-        "version": args.version or out.name,
-        "path": str(out),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "base": args.base or base_model_name(),
+        **common.manifest_head("embedder", args, out),
         "method": METHOD,
         "format": ["sentence-transformers"],
-        "data": training_data(data, args, train_qrels),
-        "params": run_params(args, "resume"),
+        "data": common.training_data(data, args, train_qrels),
+        "params": common.run_params(args, "resume"),
         "metrics": metrics,
-        "versions": library_versions(),
+        "versions": common.library_versions(),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    write_outputs(out, metrics, manifest, model_card(manifest))
+    common.write_outputs(out, metrics, manifest, model_card(manifest))
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)
     print(f"saved {out} in {manifest['seconds']} s", flush=True)
     return out
@@ -413,12 +372,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Fine-tune the MiniLM embedder on BEIR data with in-batch and hard negatives.",
     )
     parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
-    parser.add_argument(
-        "--out", type=Path, help="Output directory (default: models/embedder/<name>/<version>/)."
-    )
-    parser.add_argument("--name", default="", help="Model name (default: minilm-<data dir>).")
-    parser.add_argument("--version", default="", help="Model version (default: UTC timestamp).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    common.add_output_arguments(parser, "models/embedder/<name>/<version>/", "minilm-<data dir>")
     parser.add_argument("--resume", action="store_true", help="Go on from out/checkpoint/.")
     parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
     parser.add_argument("--train-split", default="train", help="qrels split to train on.")

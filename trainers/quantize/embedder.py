@@ -37,7 +37,6 @@ README.md model card. The ONNX files are the same bytes for the same model and a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -46,33 +45,18 @@ from typing import Any
 
 import numpy as np
 
+from shared.models import quantize as qtools
 from shared.models.encoder import OnnxEncoder, TorchEncoder
-from shared.models.quantize import (
-    DEFAULT_VARIANT,
-    FP32_FILE,
-    INT8_FILE,
-    ONNX_OPSET,
-    VARIANTS,
-    add_arguments,
-    card_lines,
-    check_arguments,
-    copy_model_files,
-    cpu_name,
-    eager_attention,
-    fp32_matmuls,
-    length_batches,
-    measure,
-    prepare,
-    quantize_dynamic_variant,
-    quiet_quantizer,
-    run_batches,
-    size_mb,
-    speed_metrics,
-    speed_rows,
-    trace_to_onnx,
-    write_quantized,
+from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, ONNX_OPSET, VARIANTS
+from trainers.data import (
+    Beir,
+    add_output_arguments,
+    base_model_name,
+    base_model_path,
+    ndcg_at,
+    output_dir,
+    read_texts,
 )
-from trainers.data import Beir, base_model_name, base_model_path, ndcg_at, output_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -103,27 +87,6 @@ ONE_WORD_TEXTS = ("ok", "yes", "no", "why", "error", "covid", "x")
 
 
 # -- texts --------------------------------------------------------------------------------
-
-
-def read_texts(path: Path) -> list[str]:
-    """Texts of a file: JSON lines ("title" and "text", as BEIR corpora) or one per line."""
-    if not path.is_file():
-        raise SystemExit(f"texts file {path} does not exist")
-    texts: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            if path.suffix == ".jsonl":
-                row = json.loads(line)
-                title, text = str(row.get("title") or ""), str(row.get("text") or "")
-                texts.append(f"{title}\n\n{text}".strip())
-            else:
-                texts.append(line.strip())
-    texts = [t for t in texts if t]
-    if not texts:
-        raise SystemExit(f"{path} holds no text")
-    return texts
 
 
 def sample_passages(words: int = 200) -> list[str]:
@@ -176,9 +139,16 @@ def export_onnx(model: Any, out: Path) -> dict[str, Any]:
         padding=True,
         return_tensors="pt",
     )
-    with eager_attention(hf):
-        trace_to_onnx(hf, ONNX_OUTPUT, names, sample, out / FP32_FILE, {0: "batch", 1: "sequence"})
-    return {"file": FP32_FILE, "opset": ONNX_OPSET, "inputs": names, "output": ONNX_OUTPUT}
+    with qtools.eager_attention(hf):
+        qtools.trace_to_onnx(
+            hf, ONNX_OUTPUT, names, sample, out / FP32_FILE, {0: "batch", 1: "sequence"}
+        )
+    return {
+        "file": FP32_FILE,
+        "opset": ONNX_OPSET,
+        "inputs": names,
+        "output": ONNX_OUTPUT,
+    }
 
 
 # -- quantization -------------------------------------------------------------------------
@@ -219,8 +189,8 @@ def quantize_static_qdq(
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
 
-    quiet_quantizer()
-    excluded = fp32_matmuls(fp32)
+    qtools.quiet_quantizer()
+    excluded = qtools.fp32_matmuls(fp32)
     quantize_static(
         fp32,
         out,
@@ -259,18 +229,18 @@ def pick_variant(
     """--variant auto: quantizes every variant, measures texts/s and cosine to PyTorch FP32 on
     `texts`, keeps the fastest whose min cosine passes --min-cosine (or, if none does, the
     most faithful) as model_int8.onnx."""
-    batches = length_batches(texts, args.batch_size)
-    reference, _ = run_batches(torch_fp32, texts, batches, "torch reference")
+    batches = qtools.length_batches(texts, args.batch_size)
+    reference, _ = qtools.run_batches(torch_fp32, texts, batches, "torch reference")
     reference = np.vstack([reference, short_reference])
     kept: dict[str, Any] = {}
     best: tuple[bool, float] | None = None
     table: list[dict[str, Any]] = []
     for variant in VARIANTS:
         trial = out / f"{variant}.onnx.tmp"
-        meta = quantize_dynamic_variant(out / FP32_FILE, trial, variant)
+        meta = qtools.quantize_dynamic_variant(out / FP32_FILE, trial, variant)
         engine = OnnxEncoder(out, trial.name, threads=threads, batch_size=args.batch_size)
         engine.embed([texts[i] for i in batches[0]])  # warm-up
-        vectors, seconds = run_batches(engine.embed, texts, batches, variant)
+        vectors, seconds = qtools.run_batches(engine.embed, texts, batches, variant)
         cos = cosine_stats(np.vstack([vectors, engine.embed(list(SHORT_TEXTS))]), reference)
         one_word = cosine_stats(one_by_one(engine.embed), one_word_reference)
         speed = round(len(texts) / seconds, 2)
@@ -320,9 +290,7 @@ def load_beir(
     with a relevant document, every document relevant to them, and more documents in file
     order up to `max_docs` (0: the whole corpus)."""
     data = Beir.load(root)
-    qrels = data.qrels(split)
-    if max_queries:
-        qrels = dict(list(qrels.items())[:max_queries])
+    qrels = data.qrels(split, max_queries)
     if not qrels:
         raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
     keep = {d for rel in qrels.values() for d in rel}
@@ -352,8 +320,12 @@ def retrieval_ndcg(
         "documents": len(doc_ids),
     }
     for name, embed in engines.items():
-        d, _ = run_batches(embed, doc_texts, length_batches(doc_texts, args.batch_size), name)
-        q, _ = run_batches(embed, query_texts, length_batches(query_texts, 64), f"{name} queries")
+        d, _ = qtools.run_batches(
+            embed, doc_texts, qtools.length_batches(doc_texts, args.batch_size), name
+        )
+        q, _ = qtools.run_batches(
+            embed, query_texts, qtools.length_batches(query_texts, 64), f"{name} queries"
+        )
         scores = q @ d.T
         ndcgs = []
         for row, qid in enumerate(qids):
@@ -371,7 +343,7 @@ def model_card(manifest: dict[str, Any]) -> str:
     speed = m["texts_per_s"]
     cos = m["cosine_vs_torch_fp32"]
     word = m["cosine_one_word_vs_torch_fp32"]["onnx_int8"]
-    rows = speed_rows(speed, "PyTorch FP32 (sentence-transformers)")
+    rows = qtools.speed_rows(speed, "PyTorch FP32 (sentence-transformers)")
     ndcg = ""
     if m.get("ndcg@10"):
         n = m["ndcg@10"]
@@ -396,7 +368,9 @@ is the fastest with minimum cosine ≥ {manifest["params"]["min_cosine"]}):
 | --- | --- | --- | --- | --- |
 {lines}
 """
-    files, quantization = card_lines(manifest, "tokenizer and sentence-transformers configuration")
+    files, quantization = qtools.card_lines(
+        manifest, "tokenizer and sentence-transformers configuration"
+    )
     onnx = (
         f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output "
         f"{ONNX_OUTPUT} (batch and sequence dynamic)"
@@ -461,7 +435,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     if (out / FP32_FILE).exists() and not args.overwrite:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
     out.mkdir(parents=True, exist_ok=True)
-    threads = prepare(args)
+    threads = qtools.prepare(args)
 
     if args.texts:
         corpus, source = read_texts(args.texts), str(args.texts)
@@ -472,7 +446,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     src = Path(base_model_path(args.model, "--model"))
     model = load_model(src)
     onnx_info = export_onnx(model, out)
-    copied = copy_model_files(src, out)
+    copied = qtools.copy_model_files(src, out)
     print(f"exported {out / FP32_FILE} (opset {ONNX_OPSET}); copied {copied}", flush=True)
 
     fp32 = OnnxEncoder(out, FP32_FILE, threads=threads, batch_size=args.batch_size)
@@ -501,7 +475,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
             args,
         )
     else:
-        quant = quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
+        quant = qtools.quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
     int8 = OnnxEncoder(out, INT8_FILE, threads=threads, batch_size=args.batch_size)
     print(f"quantized {out / INT8_FILE}: {quant}", flush=True)
 
@@ -510,7 +484,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "onnx_fp32": fp32.embed,
         "onnx_int8": int8.embed,
     }
-    vectors, speed = measure(engines, texts, args.batch_size, args.repeats)
+    vectors, speed = qtools.measure(engines, texts, args.batch_size, args.repeats)
     # Every text the INT8 model is held to: the measured passages and the short texts.
     reference = np.vstack([vectors["torch_fp32"], short_reference])
     int8_all = np.vstack([vectors["onnx_int8"], int8.embed(list(SHORT_TEXTS))])
@@ -534,14 +508,14 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         },
         "batch_size": args.batch_size,
         "threads": threads,
-        "cpu": cpu_name(),
-        **speed_metrics(speed, "text"),
+        "cpu": qtools.cpu_name(),
+        **qtools.speed_metrics(speed, "text"),
         "cosine_vs_torch_fp32": cosine,
         "cosine_int8_vs_onnx_fp32": cosine_stats(int8_all, fp32_all),
         "cosine_one_word_vs_torch_fp32": one_word,
         "pooling": fp32.pooling,
         "max_seq_length": fp32.max_length,
-        "size_mb": size_mb(out),
+        "size_mb": qtools.size_mb(out),
     }
     if variants:
         metrics["variants"] = variants
@@ -562,7 +536,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         )
         + f" ({quant['variant']}), INT8 weights"
     )
-    manifest = write_quantized(
+    manifest = qtools.write_quantized(
         out,
         args,
         started,
@@ -595,7 +569,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model", default="", help="sentence-transformers directory (default: packaged MiniLM)."
     )
-    add_arguments(parser, "models/embedder/<name>/<version>/", "minilm-onnx", "UTC timestamp")
+    add_output_arguments(parser, "models/embedder/<name>/<version>/", "minilm-onnx")
+    qtools.add_timing_arguments(parser)
     parser.add_argument("--mode", choices=("dynamic", "static"), default="dynamic")
     parser.add_argument(
         "--variant",
@@ -642,7 +617,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
-    check_arguments(
+    qtools.check_arguments(
         parser,
         args,
         ("bench_texts", "variant_texts", "repeats", "batch_size", "calibration_texts"),

@@ -46,30 +46,10 @@ from typing import Any
 
 import numpy as np
 
+from shared.models import quantize as qtools
 from shared.models.cross_encoder import OnnxCrossEncoder, TorchCrossEncoder
-from shared.models.quantize import (
-    DEFAULT_VARIANT,
-    FP32_FILE,
-    INT8_FILE,
-    ONNX_OPSET,
-    VARIANTS,
-    add_arguments,
-    card_lines,
-    check_arguments,
-    copy_model_files,
-    cpu_name,
-    eager_attention,
-    length_batches,
-    measure,
-    prepare,
-    quantize_dynamic_variant,
-    run_batches,
-    size_mb,
-    speed_metrics,
-    speed_rows,
-    write_quantized,
-)
-from trainers.data import Beir, Bm25, mean, ndcg_at, output_dir
+from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, ONNX_OPSET, VARIANTS
+from trainers.data import Beir, Bm25, add_output_arguments, mean, ndcg_at, output_dir
 from trainers.quantize.embedder import SHORT_TEXTS, sample_passages
 
 # PyTorch weights, copied so the output also serves the sentence-transformers backend.
@@ -130,9 +110,7 @@ class EvalData:
 
 def load_eval(root: Path, split: str, max_queries: int, depth: int) -> EvalData:
     data = Beir.load(root)
-    qrels = data.qrels(split)
-    if max_queries:
-        qrels = dict(list(qrels.items())[:max_queries])
+    qrels = data.qrels(split, max_queries)
     if not qrels:
         raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
     queries = {q: data.queries[q] for q in qrels}
@@ -188,7 +166,7 @@ def fp32_onnx(model: Any, src: Path, out: Path, export: bool) -> dict[str, Any]:
     from trainers.reranker.train import export_onnx
 
     # Eager attention, as the embedder recipe exports.
-    with eager_attention(model.model):
+    with qtools.eager_attention(model.model):
         info = export_onnx(model, out)
     return {**info, "source": "exported (trainers.reranker.train.export_onnx, eager attention)"}
 
@@ -207,8 +185,8 @@ def source_manifest(src: Path) -> dict[str, Any]:
 
 
 def score_all(score: Score, pairs: list[Pair], batch_size: int, desc: str) -> np.ndarray:
-    scores, _ = run_batches(
-        score, pairs, length_batches(pairs, batch_size, pair_length), desc, "pair"
+    scores, _ = qtools.run_batches(
+        score, pairs, qtools.length_batches(pairs, batch_size, pair_length), desc, "pair"
     )
     return scores
 
@@ -249,7 +227,7 @@ def model_card(manifest: dict[str, Any]) -> str:
     m = manifest["metrics"]
     speed = m["pairs_per_s"]
     diff = m["score_diff_vs_torch_fp32"]
-    rows = speed_rows(speed, "PyTorch FP32 (CrossEncoder.predict)")
+    rows = qtools.speed_rows(speed, "PyTorch FP32 (CrossEncoder.predict)")
     ndcg = ""
     if m.get("ndcg@10"):
         n = m["ndcg@10"]
@@ -268,7 +246,9 @@ INT8 scores of those pairs differ from PyTorch's by at most {d["max_abs"]:.4f} (
 {d["mean_abs"]:.4f}).
 """
     src = manifest["source"]
-    files, quantization = card_lines(manifest, "tokenizer, configuration and PyTorch weights")
+    files, quantization = qtools.card_lines(
+        manifest, "tokenizer, configuration and PyTorch weights"
+    )
     onnx = (
         f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output logits "
         f"(batch, 1); {manifest['onnx']['source']}"
@@ -338,7 +318,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         raise SystemExit("--out must be another directory than --model (the card and manifest)")
     if (out / INT8_FILE).exists() and not args.overwrite:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
-    threads = prepare(args)
+    threads = qtools.prepare(args)
 
     evalset = None
     if args.data:
@@ -359,9 +339,9 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     onnx_info = fp32_onnx(model, src, out, args.export)
     # The PyTorch weights too, so the output also serves the sentence-transformers backend.
-    copied = copy_model_files(src, out, WEIGHT_FILES)
+    copied = qtools.copy_model_files(src, out, WEIGHT_FILES)
     print(f"{onnx_info['source']}: {out / FP32_FILE}; copied {copied}", flush=True)
-    quant = quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
+    quant = qtools.quantize_dynamic_variant(out / FP32_FILE, out / INT8_FILE, args.variant)
     print(f"quantized {out / INT8_FILE}: {quant}", flush=True)
 
     fp32, int8 = (
@@ -380,7 +360,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         f"{threads} thread(s), max {max_length} tokens",
         flush=True,
     )
-    scores, speed = measure(
+    scores, speed = qtools.measure(
         engines, pairs, args.batch_size, args.repeats, length=pair_length, unit="pair"
     )
     distinct = min(len(pairs), len(pool))  # the rest repeat these
@@ -410,11 +390,11 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "batch_size": args.batch_size,
         "threads": threads,
         "max_length": max_length,
-        "cpu": cpu_name(),
+        "cpu": qtools.cpu_name(),
         # measure() names its unit texts; here each input is a (query, passage) pair.
-        **speed_metrics(speed, "pair"),
+        **qtools.speed_metrics(speed, "pair"),
         "score_diff_vs_torch_fp32": diff,
-        "size_mb": size_mb(out),
+        "size_mb": qtools.size_mb(out),
     }
     if evalset is not None:
         metrics["eval_split"] = args.eval_split
@@ -425,7 +405,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
             args.eval_depth,
         )
 
-    manifest = write_quantized(
+    manifest = qtools.write_quantized(
         out,
         args,
         started,
@@ -469,12 +449,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model", required=True, help="Cross-encoder directory written by trainers.reranker."
     )
-    add_arguments(
+    add_output_arguments(
         parser,
         "models/reranker/<model's name>-int8/<its version>/",
         "<model's name>-int8",
         "the model's",
     )
+    qtools.add_timing_arguments(parser)
     parser.add_argument(
         "--export", action="store_true", help="Export model.onnx even when the model has one."
     )
@@ -510,7 +491,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=42, help="Orders the timed pairs.")
     args = parser.parse_args(argv)
-    check_arguments(
+    qtools.check_arguments(
         parser,
         args,
         ("eval_depth", "bench_pairs", "repeats", "batch_size"),

@@ -24,36 +24,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from shared.models.quantize import FP32_FILE, ONNX_OPSET, trace_to_onnx
-from trainers.data import (
-    Beir,
-    Bm25,
-    base_model_name,
-    base_model_path,
-    dense_rankings,
-    encode,
-    hard_negatives,
-    library_versions,
-    loss_summary,
-    mean,
-    merge_negatives,
-    ndcg_at,
-    output_dir,
-    run_params,
-    seed_everything,
-    training_data,
-    write_outputs,
-)
+from shared.models.runtime import offline
+from trainers import data as common
 
 METHODS = {
     "listwise": "cross-encoder fine-tuning: cross-entropy over each query's relevant passage, "
@@ -71,7 +52,7 @@ ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def mine_negatives(
-    data: Beir, bm25: Bm25, qrels: dict[str, dict[str, int]], args: argparse.Namespace
+    data: common.Beir, bm25: common.Bm25, qrels: dict[str, dict[str, int]], args: argparse.Namespace
 ) -> dict[str, list[str]]:
     """For each query, its `--negatives` best BM25 documents and then its `--dense-negatives`
     best documents of the `--dense-model` embedder that BM25 did not already give, none of
@@ -80,19 +61,21 @@ def mine_negatives(
     queries = {q: data.queries[q] for q in qids}
     deepest = max((len(rel) for rel in qrels.values()), default=0)
     ranked = bm25.search(list(queries.values()), args.negatives + deepest)
-    negatives = hard_negatives(dict(zip(qids, ranked, strict=True)), qrels, args.negatives)
+    negatives = common.hard_negatives(dict(zip(qids, ranked, strict=True)), qrels, args.negatives)
     if not args.dense_negatives:
         return negatives
     from sentence_transformers import SentenceTransformer
 
     embedder = SentenceTransformer(
-        base_model_path(args.dense_model), device=args.device, local_files_only=True
+        common.base_model_path(args.dense_model), device=args.device, local_files_only=True
     )
     doc_ids = list(data.corpus)
-    vectors = encode(embedder, [data.corpus[d] for d in doc_ids], args.eval_batch_size, "dense")
+    vectors = common.encode(
+        embedder, [data.corpus[d] for d in doc_ids], args.eval_batch_size, "dense"
+    )
     depth = args.negatives + args.dense_negatives + deepest
-    dense = dense_rankings(embedder, doc_ids, vectors, queries, depth, args.eval_batch_size)
-    merged = merge_negatives(negatives, hard_negatives(dense, qrels, depth))
+    dense = common.dense_rankings(embedder, doc_ids, vectors, queries, depth, args.eval_batch_size)
+    merged = common.merge_negatives(negatives, common.hard_negatives(dense, qrels, depth))
     n = args.negatives + args.dense_negatives
     return {qid: docs[:n] for qid, docs in merged.items()}
 
@@ -107,7 +90,7 @@ class Group:
 
 
 def training_groups(
-    data: Beir, qrels: dict[str, dict[str, int]], negatives: dict[str, list[str]]
+    data: common.Beir, qrels: dict[str, dict[str, int]], negatives: dict[str, list[str]]
 ) -> list[Group]:
     groups: list[Group] = []
     for qid, relevant in qrels.items():
@@ -140,10 +123,12 @@ class EvalSet:
     candidates: dict[str, list[str]]  # BM25 top-depth per query
 
     def bm25_ndcg(self) -> float:
-        return mean(ndcg_at(self.candidates[q], self.qrels[q]) for q in self.qrels)
+        return common.mean(common.ndcg_at(self.candidates[q], self.qrels[q]) for q in self.qrels)
 
 
-def rerank_ndcg(model: Any, data: Beir, evalset: EvalSet, batch_size: int, desc: str) -> float:
+def rerank_ndcg(
+    model: Any, data: common.Beir, evalset: EvalSet, batch_size: int, desc: str
+) -> float:
     """nDCG@10 of the model reranking each query's BM25 candidates."""
     qids = list(evalset.qrels)
     pairs = [(evalset.queries[q], data.corpus[d]) for q in qids for d in evalset.candidates[q]]
@@ -157,8 +142,8 @@ def rerank_ndcg(model: Any, data: Beir, evalset: EvalSet, batch_size: int, desc:
         block = np.asarray(scores[start : start + len(docs)])
         start += len(docs)
         order = np.argsort(-block, kind="stable")
-        ndcgs.append(ndcg_at([docs[i] for i in order], evalset.qrels[qid]))
-    return mean(ndcgs)
+        ndcgs.append(common.ndcg_at([docs[i] for i in order], evalset.qrels[qid]))
+    return common.mean(ndcgs)
 
 
 # -- training -----------------------------------------------------------------------------
@@ -251,12 +236,7 @@ def fit(model: Any, groups: list[Group], args: argparse.Namespace) -> dict:
                 loss = batch_loss(
                     [examples[i] for i in permutation[start : start + args.batch_size]]
                 )
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                losses.append(float(loss.detach()))
+                losses.append(common.optimizer_step(loss, model, optimizer, scheduler))
                 bar.set_postfix(loss=f"{losses[-1]:.4f}")
                 bar.update()
     model.eval()
@@ -266,7 +246,7 @@ def fit(model: Any, groups: list[Group], args: argparse.Namespace) -> dict:
         "pairs": scored * args.epochs,
         "steps": total,
         "seconds": round(time.perf_counter() - started, 2),
-        **loss_summary(losses),
+        **common.loss_summary(losses),
     }
 
 
@@ -374,36 +354,23 @@ numbers above and the training loss.
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    return output_dir("reranker", args.name or f"minilm-{args.data.resolve().name}", args.version)
+    return common.output_dir(
+        "reranker", args.name or f"minilm-{args.data.resolve().name}", args.version
+    )
 
 
 def train(args: argparse.Namespace) -> Path:
     """Runs the whole recipe; returns the output directory."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    offline()
 
     out: Path = args.out or default_out(args)
     if (out / "config.json").exists() and not args.overwrite:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
     started = time.perf_counter()
 
-    data = Beir.load(args.data)
-    train_qrels = data.qrels(args.train_split)
-    if args.max_queries:
-        train_qrels = dict(list(train_qrels.items())[: args.max_queries])
-    eval_qrels = data.qrels(args.eval_split)
-    if args.eval_max_queries:
-        eval_qrels = dict(list(eval_qrels.items())[: args.eval_max_queries])
-    if not train_qrels:
-        raise SystemExit(f"split '{args.train_split}' has no query with a relevant document")
-    print(
-        f"data {data.root}: {len(data.corpus)} documents, {len(train_qrels)} training queries "
-        f"({args.train_split}), {len(eval_qrels)} evaluation queries ({args.eval_split})",
-        flush=True,
-    )
+    data, train_qrels, eval_qrels = common.training_splits(args, args.eval_max_queries)
 
-    bm25 = Bm25(data.corpus)
+    bm25 = common.Bm25(data.corpus)
     negatives = mine_negatives(data, bm25, train_qrels, args)
     groups = training_groups(data, train_qrels, negatives)
     eval_ids = list(eval_qrels)
@@ -414,8 +381,8 @@ def train(args: argparse.Namespace) -> Path:
         dict(zip(eval_ids, candidates, strict=True)),
     )
 
-    seed_everything(args.seed)
-    base = base_model_path(args.base)
+    common.seed_everything(args.seed)
+    base = common.base_model_path(args.base)
     model = load_base(base, args.max_length, args.device)
     ndcg_bm25 = evalset.bm25_ndcg()
     ndcg_before = None
@@ -423,7 +390,7 @@ def train(args: argparse.Namespace) -> Path:
         ndcg_before = rerank_ndcg(model, data, evalset, args.eval_batch_size, "before training")
     print(f"nDCG@10 BM25 {ndcg_bm25:.4f}, base model {ndcg_before}", flush=True)
 
-    seed_everything(args.seed)
+    common.seed_everything(args.seed)
     train_stats = fit(model, groups, args)
     ndcg_after = rerank_ndcg(model, data, evalset, args.eval_batch_size, "after training")
     print(f"nDCG@10 after training {ndcg_after:.4f}", flush=True)
@@ -449,22 +416,17 @@ def train(args: argparse.Namespace) -> Path:
         "train": train_stats,
     }
     manifest = {
-        "role": "reranker",
-        "name": args.name or out.parent.name,
-        "version": args.version or out.name,
-        "path": str(out),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "base": args.base or base_model_name(),
+        **common.manifest_head("reranker", args, out),
         "method": METHODS[args.loss],
         "format": formats,
-        "data": training_data(data, args, train_qrels),
-        "params": run_params(args),
+        "data": common.training_data(data, args, train_qrels),
+        "params": common.run_params(args),
         "metrics": metrics,
         "onnx": onnx_info,
-        "versions": library_versions(),
+        "versions": common.library_versions(),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    write_outputs(out, metrics, manifest, model_card(manifest))
+    common.write_outputs(out, metrics, manifest, model_card(manifest))
     print(f"saved {out} in {manifest['seconds']} s", flush=True)
     return out
 
@@ -475,14 +437,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Fine-tune a cross-encoder reranker on BEIR data with BM25 hard negatives.",
     )
     parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="Output directory (default: models/reranker/<name>/<version>/).",
-    )
-    parser.add_argument("--name", default="", help="Model name (default: minilm-<data dir>).")
-    parser.add_argument("--version", default="", help="Model version (default: UTC timestamp).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    common.add_output_arguments(parser, "models/reranker/<name>/<version>/", "minilm-<data dir>")
     parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
     parser.add_argument("--train-split", default="train", help="qrels split to train on.")
     parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
