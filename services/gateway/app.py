@@ -81,12 +81,13 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # The last added runs first: CORS headers on every answer (401 and 429 too), then keys and
     # rate limits before a body is read, then the body size limit, then metrics and the log
     # line (so a 401, 413 or 429 is not counted as a route's latency).
-    # Innermost: a JSON body's lone surrogates refused for every route at once, and an
-    # exception no handler took answered here, on a connection that stays usable.
+    # Innermost: a JSON body's lone surrogates refused for every route at once.
     app.add_middleware(JsonBodyGuard)
-    app.add_middleware(UnhandledErrors)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_request_mb * 1024 * 1024))
+    # An exception no handler took is answered here, on a connection that stays usable; outside
+    # BodySizeLimit, whose own exception turns into its 413.
+    app.add_middleware(UnhandledErrors)
     # Keys are read now, so a missing keys file stops the gateway at start, not at a request.
     keys = load_keys(settings)
     app.add_middleware(ApiKeysAndRateLimit, settings=settings, keys=keys)

@@ -50,8 +50,9 @@ def _log_lines(path: Path) -> list[dict]:
 @pytest.fixture
 def failing_gateway() -> Iterator[str]:
     """The gateway's app with one route that raises, served by uvicorn in a thread: a real
-    unexpected error, which no request to the real routes can be made to cause."""
-    app = create_app(GatewaySettings())
+    unexpected error, which no request to the real routes can be made to cause. Its body
+    limit is 0.5 MB."""
+    app = create_app(GatewaySettings(max_request_mb=0.5))
 
     @app.get("/boom", include_in_schema=False)
     async def boom() -> None:
@@ -105,6 +106,30 @@ def test_after_a_500_the_connection_stays_usable(failing_gateway: str) -> None:
     with httpx.Client(base_url=failing_gateway, timeout=30) as pooled:
         assert [pooled.get(p).status_code for p in ("/boom", "/openapi.json") * 3] == [500, 200] * 3
     assert _metric(failing_gateway, "ragrail_http_failures_total", status="500", type="Internal")
+
+
+def test_a_chunked_body_over_the_limit_is_413_not_500(failing_gateway: str) -> None:
+    def chunks(opening: bytes) -> Iterator[bytes]:  # no Content-Length: sent chunked
+        yield opening
+        for _ in range(100):
+            yield b"x" * 10_000
+
+    with httpx.Client(base_url=failing_gateway, timeout=30) as client:
+        search = client.post(
+            "/v1/search",
+            content=chunks(b'{"collection": "c", "query": "'),
+            headers={"Content-Type": "application/json"},
+        )
+        assert search.status_code == 413, search.text
+        upload = client.post(
+            "/v1/documents",
+            content=chunks(
+                b'--b\r\nContent-Disposition: form-data; name="files"; filename="a"\r\n\r\n'
+            ),
+            headers={"Content-Type": "multipart/form-data; boundary=b"},
+        )
+        assert upload.status_code == 413, upload.text
+        assert "RAGRAIL_GATEWAY_MAX_REQUEST_MB" in upload.json()["error"]["message"]
 
 
 # -- browser safety ----------------------------------------------------------------------------
