@@ -82,7 +82,13 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     from shared.models import registry
     from shared.models.reader import Reader
 
-    out = train_tiny_reader(tmp_path / "reader" / "tiny" / "v1")
+    # Half the run, then the rest from its checkpoint (as a run spread over sessions).
+    out = train_tiny_reader(
+        tmp_path / "reader" / "tiny" / "v1", "--stop-after", "4", "--checkpoint-every", "2"
+    )
+    half = json.loads((out / "manifest.json").read_text())["metrics"]["train"]
+    assert (half["steps"], half["of_steps"]) == (4, 8) and (out / "checkpoint.pt").is_file()
+    train_tiny_reader(out, "--resume", "--checkpoint-every", "2")
     for name in ("model_int8.onnx", "model.onnx", "tokenizer.json", "metrics.json", "README.md"):
         assert (out / name).is_file(), name
     manifest = json.loads((out / "manifest.json").read_text())

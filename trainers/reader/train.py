@@ -260,7 +260,13 @@ def tensors(batch: list[Feature], pad_id: int) -> dict[str, Any]:
 # -- training ---------------------------------------------------------------------------------
 
 
-def fit(model: Any, features: list[Feature], args: argparse.Namespace, pad_id: int) -> dict:
+def fit(
+    model: Any, features: list[Feature], args: argparse.Namespace, pad_id: int, out: Path
+) -> dict:
+    """Trains in place. With --checkpoint-every, `out/checkpoint.pt` (weights, optimizer,
+    schedule, step, losses, seconds) is written every so many steps and at the end; --resume
+    continues from it with the same batch order, and --stop-after ends a run early (the
+    schedule still runs to the full length), so training can span several sessions."""
     import torch
 
     rng = random.Random(args.seed)
@@ -282,14 +288,41 @@ def fit(model: Any, features: list[Feature], args: argparse.Namespace, pad_id: i
         return max(0.0, (total - step) / max(1, total - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    model.train()
     losses: list[float] = []
-    step = 0
+    step, done, spent = 0, 0, 0.0
+    checkpoint = out / "checkpoint.pt"
+    if args.resume:
+        state = torch.load(checkpoint, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        done, losses, spent = state["step"], state["losses"], state["seconds"]
+        print(f"resumed from {checkpoint} at step {done}/{total}", flush=True)
+
+    def save() -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "losses": losses,
+                "seconds": spent + time.perf_counter() - started,
+            },
+            checkpoint,
+        )
+
+    stop = min(total, args.stop_after) if args.stop_after else total
+    model.train()
     started = time.perf_counter()
     for epoch in range(args.epochs):
         for batch in batches(features, args.batch_size, rng):
-            if step >= total:
+            if step >= stop:
                 break
+            if step < done:  # resuming: the same order, these were trained already
+                step += 1
+                continue
             loss = model(**tensors(batch, pad_id)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -298,6 +331,8 @@ def fit(model: Any, features: list[Feature], args: argparse.Namespace, pad_id: i
             optimizer.zero_grad()
             losses.append(loss.item())
             step += 1
+            if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == stop):
+                save()
             if step % args.log_every == 0 or step == total:
                 rate = step / (time.perf_counter() - started)
                 print(
@@ -309,8 +344,9 @@ def fit(model: Any, features: list[Feature], args: argparse.Namespace, pad_id: i
     window = max(1, min(20, len(losses) // 4))
     return {
         "steps": step,
+        "of_steps": total,
         "features": len(features),
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(spent + time.perf_counter() - started, 1),
         "loss_first": round(float(np.mean(losses[:window])), 4) if losses else None,
         "loss_last": round(float(np.mean(losses[-window:])), 4) if losses else None,
     }
@@ -543,7 +579,7 @@ def train(args: argparse.Namespace) -> Path:
             else {"steps": None, "seconds": None, "note": f"trained earlier into {base}"}
         )
     else:
-        train_stats = fit(model, features, args, tokenizer.pad_token_id)
+        train_stats = fit(model, features, args, tokenizer.pad_token_id, out)
 
     chars = args.eval_window_chars
     negatives = (
@@ -552,8 +588,12 @@ def train(args: argparse.Namespace) -> Path:
         else []
     )
     metrics: dict[str, Any] = {"train": train_stats, "torch_fp32": {}, "onnx_int8": {}}
+    if args.eval_max:
+        pick = random.Random(args.seed)
+        eval_sets = {k: pick.sample(v, min(args.eval_max, len(v))) for k, v in eval_sets.items()}
+        negatives = negatives[: args.eval_max]
     reader = torch_reader(model, Path(base) / "tokenizer.json", args.max_length)
-    for name, examples in eval_sets.items():
+    for name, examples in ({} if args.skip_torch_eval else eval_sets).items():
         metrics["torch_fp32"][name] = evaluate(
             reader, examples, negatives if name == "covidqa_test" else [], chars
         )
@@ -634,6 +674,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--negatives", type=int, default=1, help="Per COVID-QA question.")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=0, help="Stop early (0: all epochs).")
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        help="End this run after so many steps, the schedule still planned for all of them "
+        "(then --resume); 0: train to the end.",
+    )
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
+    parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")
+    parser.add_argument(
+        "--eval-max", type=int, default=0, help="Questions per evaluation set (0: all)."
+    )
+    parser.add_argument(
+        "--skip-torch-eval", action="store_true", help="Evaluate the INT8 export only."
+    )
     parser.add_argument("--max-examples", type=int, default=0, help="Subsample (tests).")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-4)
