@@ -254,6 +254,12 @@ class GatewaySettings(RagrailSettings):
         description="A generated sentence no source supports is dropped, or kept and marked "
         "[unsupported]; either way the answer's report lists it.",
     )
+    chat_stop_at_unsupported: bool = Field(
+        True,
+        description="In auto mode, end the generation at the first sentence no source "
+        "supports (the extracted sentence answers if none came before): a small model seldom "
+        "gets back on track, and the rest would cost time for nothing.",
+    )
     chat_abstain_reader_margin: float = Field(
         0.0,
         ge=-1,

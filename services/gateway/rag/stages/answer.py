@@ -20,6 +20,7 @@ the first words arrive with the first grounded sentence.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 from services.gateway.openai_schemas import AnswerReport, EvidenceSpan
@@ -146,26 +147,27 @@ class GroundedGenerate:
         assert chat.prompt is not None
         return {n: p.text for n, p in enumerate(chat.prompt.sources, start=1)}
 
-    def _ground(self, chat: ChatState, sentence: str, kept: list[str]) -> str | None:
-        """The sentence as sent (with its [n]), or None when it is dropped."""
+    def _ground(self, chat: ChatState, sentence: str, kept: list[str]) -> tuple[str | None, bool]:
+        """The sentence as sent (with its [n]), or None when it is left out; and whether it
+        was left out for want of support (not as a repeat or a sentence with no claim)."""
         report = _report(chat)
         sources = self._sources(chat)
         claims = grounding.align(sentence, sources, self.settings.chat_support_threshold)
         if not claims:
-            return None
+            return None, False
         claim = claims[0]
         if claim.supported:
             out = grounding.with_citation(claim.text, claim.source)
             if out in kept:
-                return None  # a small model repeating itself
+                return None, False  # a small model repeating itself
             if claim.attributed:
                 report.attributed = True
             self._highlight_support(chat, claim)
-            return out
+            return out, False
         report.unsupported.append(claim.text)
         if chat.options.grounding.unsupported == "mark":
-            return f"{claim.text} [unsupported]"
-        return None
+            return f"{claim.text} [unsupported]", False
+        return None, True
 
     def _highlight_support(self, chat: ChatState, claim: grounding.Claim) -> None:
         """Highlights the sentence of the source that supports the claim best."""
@@ -202,36 +204,50 @@ class GroundedGenerate:
         return self.abstain.text(chat)
 
     async def complete(self, chat: ChatState) -> None:
-        await self.generate.complete(chat)
-        assert chat.answer is not None
-        kept: list[str] = []
-        for sentence in self._last(chat, chat.answer.text):
-            out = self._ground(chat, sentence, kept)
-            if out:
-                kept.append(out)
-        chat.answer.text = " ".join(kept) if kept else self._fallback(chat)
+        # The same path as a stream, so that both give the same answer (and stop as early).
+        async for _ in self.stream(chat):
+            pass
 
     async def stream(self, chat: ChatState) -> AsyncIterator[str]:
+        """Each generated sentence once it is complete and supported. In auto mode (with
+        chat_stop_at_unsupported) the first sentence left out for want of support ends the
+        generation: a small model seldom gets back on track, and its time goes to nothing."""
         kept: list[str] = []
         buffer = ""
+        count = 0
+        stop_early = (
+            chat.options.grounding.mode == "auto" and self.settings.chat_stop_at_unsupported
+        )
+        stopped = False
+        started = time.perf_counter()
         pieces = self.generate.stream(chat)
         try:
             async for piece in pieces:
+                count += 1
                 buffer += piece
                 done, buffer = grounding.complete_sentences(buffer)
                 for sentence in done:
-                    out = self._ground(chat, sentence, kept)
+                    out, unsupported = self._ground(chat, sentence, kept)
                     if out:
                         yield (" " if kept else "") + out
                         kept.append(out)
+                    elif unsupported and stop_early:
+                        stopped = True
+                        break
+                if stopped:
+                    break
         finally:
-            await pieces.aclose()
-        assert chat.answer is not None
-        for sentence in self._last(chat, buffer):
-            out = self._ground(chat, sentence, kept)
-            if out:
-                yield (" " if kept else "") + out
-                kept.append(out)
+            await pieces.aclose()  # stopped early: the generator's call is cancelled
+        if chat.answer is None:  # the generation did not run to its end
+            assert chat.prompt is not None
+            chat.answer = Answer("", "stop", chat.prompt.prompt_tokens, count)
+            chat.timings.generation_ms = chat.ms_since(started)
+        if not stopped:
+            for sentence in self._last(chat, buffer):
+                out, _ = self._ground(chat, sentence, kept)
+                if out:
+                    yield (" " if kept else "") + out
+                    kept.append(out)
         if not kept:
             chat.answer.text = self._fallback(chat)
             yield chat.answer.text
