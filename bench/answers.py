@@ -78,7 +78,7 @@ CONFIGS: dict[str, Config] = {
     # Before issue 14: every retrieved chunk in the prompt, the generator's text as it comes.
     "today": Config(
         "today's pipeline (whole chunks, generative)",
-        {"answer_mode": "generative", "evidence_selection": False},
+        {"answer_mode": "generative", "evidence_selection": False, "enable_grounding": False},
     ),
     "default": Config("gateway defaults", {}),
     "extractive": Config("answer_mode extractive", {"answer_mode": "extractive"}),
