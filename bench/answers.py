@@ -449,8 +449,8 @@ def main() -> int:
         "--abstention-grid",
         action="store_true",
         help="After each chat configuration, the abstention its recorded reader margins and "
-        "similarities would give at other thresholds (run it with abstention off: --env "
-        "RAGRAIL_GATEWAY_CHAT_ABSTAIN_READER_MARGIN=-1).",
+        "similarities would give at other thresholds (the gateway reports both whether it "
+        "abstained or not).",
     )
     parser.add_argument(
         "--configs",
