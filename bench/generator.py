@@ -3,6 +3,8 @@
     python bench/generator.py                          # llamacpp and torch, CPU
     python bench/generator.py --engines llamacpp --max-tokens 128
     python bench/generator.py --engines torch --device cuda --threads 8
+    python bench/generator.py --engines llamacpp --prompts 1 --concurrency 1,4 \
+        --concurrent-max-tokens 16,64 --rounds 3       # the concurrency table alone, mostly
 
 For each engine, in one run, on the same model and the same chat prompts (rendered with the
 model's own template):
@@ -10,8 +12,12 @@ model's own template):
     against the raw library in this process (llama-cpp-python's streaming create_completion;
     transformers' generate with a streamer), one prompt at a time, service and raw taking
     turns so both see the same machine load; the ratio, and whether the texts are the same;
-  * concurrent streams: aggregate tokens/s of the service at 1, 4 and 8 simultaneous
-    streams (continuous batching), against its own single-stream figure.
+  * concurrent clients: the same requests sent by one client after another and by N clients
+    at once (continuous batching), in alternating rounds so both see the same machine load:
+    aggregate tokens/s and p50 latency at each N against one client, for each answer length
+    and two workloads, chat with a shared system prompt (instructions and a source, as the
+    gateway sends, with a different question each) and bare questions. Sampled with a seed
+    per question, so every N gives the same answers (checked: "same text").
 The raw side gets the service's thread count (and llama.cpp's flash attention, as the
 service uses by default), so the ratio measures the service, not a configuration.
 """
@@ -54,6 +60,22 @@ PROMPTS = [
     "Describe a busy market in the morning, with its sounds and smells.",
     "Give detailed advice on how to start learning to play the guitar.",
 ]
+
+
+# A grounded-chat system prompt as the gateway builds one (its default instructions, then a
+# numbered source), shared by every request of the "shared system prompt" workload.
+SYSTEM_PROMPT = (
+    "You are a helpful assistant. Answer the question using only the numbered sources below. "
+    "Cite the sources you use as [1], [2]. If the sources do not contain the answer, say that "
+    "you do not know.\n\nSources:\n\n[1] notes.md\nA bicycle stays upright mostly through "
+    "steering: when it leans, the rider (or the fork's geometry) turns the front wheel into the "
+    "lean, which brings the wheels back under the centre of mass. Bread rises because yeast "
+    "ferments sugars into carbon dioxide, which the gluten network traps as bubbles. In the "
+    "water cycle, the sun evaporates water, vapour condenses into clouds and falls as rain or "
+    "snow, and rivers carry it back to the sea. The printing press, from about 1440, made books "
+    "cheap enough to spread literacy and new ideas across Europe."
+)
+WORKLOADS = {"shared system prompt": SYSTEM_PROMPT, "bare questions": ""}
 
 
 @dataclass
@@ -150,13 +172,19 @@ class Service:
 
 
 async def stream_one(
-    stub: generator_pb2_grpc.GeneratorStub, prompt: str, max_tokens: int, greedy: bool, seed: int
+    stub: generator_pb2_grpc.GeneratorStub,
+    prompt: str,
+    max_tokens: int,
+    greedy: bool,
+    seed: int,
+    system: str = "",
 ) -> Run:
     sampling = generator_pb2.SamplingParams(max_tokens=max_tokens, seed=seed)
     sampling.temperature = 0.0 if greedy else 0.8
-    req = generator_pb2.GenerateRequest(
-        messages=[common_pb2.ChatMessage(role="user", content=prompt)], sampling=sampling
-    )
+    messages = [common_pb2.ChatMessage(role="user", content=prompt)]
+    if system:
+        messages.insert(0, common_pb2.ChatMessage(role="system", content=system))
+    req = generator_pb2.GenerateRequest(messages=messages, sampling=sampling)
     started = time.perf_counter()
     first = None
     parts: list[str] = []
@@ -177,19 +205,71 @@ async def stream_one(
     )
 
 
-async def concurrent(target: str, streams: int, max_tokens: int) -> tuple[float, list[Run]]:
-    """Aggregate tokens/s of `streams` simultaneous sampled answers to different prompts."""
+@dataclass
+class Level:
+    """Requests sent `clients` at a time: every answer, and the wall time of each wave."""
+
+    runs: list[Run] = field(default_factory=list)
+    wall: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(r.tokens for r in self.runs) / self.wall
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(r.total for r in self.runs) * 1000
+
+    @property
+    def ttft_ms(self) -> float:
+        return statistics.median(r.ttft for r in self.runs) * 1000
+
+
+async def clients(
+    target: str, n: int, questions: list[str], max_tokens: int, system: str
+) -> tuple[float, list[Run]]:
+    """The questions (seed = their index) sent by `n` clients at a time, each taking the
+    next question when its answer is done; (wall seconds, answers in question order)."""
     async with grpc.aio.insecure_channel(target) as channel:
         stub = generator_pb2_grpc.GeneratorStub(channel)
+        runs: list[Run | None] = [None] * len(questions)
+        todo = iter(range(len(questions)))
+
+        async def client() -> None:
+            for i in todo:
+                runs[i] = await stream_one(stub, questions[i], max_tokens, False, i, system)
+
         started = time.perf_counter()
-        runs = await asyncio.gather(
-            *(
-                stream_one(stub, PROMPTS[i % len(PROMPTS)], max_tokens, False, seed=i)
-                for i in range(streams)
-            )
-        )
-        wall = time.perf_counter() - started
-    return sum(r.tokens for r in runs) / wall, list(runs)
+        await asyncio.gather(*(client() for _ in range(n)))
+        return time.perf_counter() - started, [r for r in runs if r is not None]
+
+
+def concurrency_levels(
+    service: Service, args: argparse.Namespace
+) -> dict[tuple[str, int, int], Level]:
+    """(workload, max_tokens, clients) -> Level, over alternating rounds: in each round every
+    client count answers the same questions, so load on the machine falls on all alike."""
+    questions = [PROMPTS[i % len(PROMPTS)] for i in range(max(args.concurrency))]
+    levels: dict[tuple[str, int, int], Level] = {}
+    for workload, system in WORKLOADS.items():
+        for max_tokens in args.concurrent_max_tokens:
+            # Warm-up: the first answers of a workload pay for reading its prompts once.
+            asyncio.run(clients(service.target, max(args.concurrency), questions, 4, system))
+            for _ in range(args.rounds):
+                for n in args.concurrency:
+                    wall, runs = asyncio.run(
+                        clients(service.target, n, questions, max_tokens, system)
+                    )
+                    level = levels.setdefault((workload, max_tokens, n), Level())
+                    level.runs.extend(runs)
+                    level.wall += wall
+            for n in args.concurrency:
+                level = levels[(workload, max_tokens, n)]
+                console.print(
+                    f"  {workload}, max_tokens {max_tokens}, {n} clients: "
+                    f"{level.tokens_per_s:.1f} tok/s, p50 {level.p50_ms:.0f} ms"
+                )
+    return levels
 
 
 # -- the raw libraries ----------------------------------------------------------------------
@@ -221,7 +301,7 @@ class RawLlamaCpp:
 
     def run(self, question: str, max_tokens: int) -> Run:
         prompt = self.formatter(messages=[{"role": "user", "content": question}]).prompt
-        self.llm.reset()  # no prompt reuse from the previous call: the service has none either
+        self.llm.reset()  # no prompt reuse: each measured prompt is new to the service too
         started = time.perf_counter()
         first = None
         parts = []
@@ -312,7 +392,7 @@ class EngineResult:
     engine: str
     raw: PathResult
     service: PathResult
-    concurrency: dict[int, tuple[float, list[Run]]]
+    concurrency: dict[tuple[str, int, int], Level]
 
 
 def bench_engine(
@@ -354,9 +434,10 @@ def measure(
             stub = generator_pb2_grpc.GeneratorStub(channel)
             return await stream_one(stub, prompt, args.max_tokens, True, seed=0)
 
-    # Warm both (first calls size buffers and compile kernels), then take turns per prompt.
-    raw.run(prompts[0], 4)
-    asyncio.run(service_run(prompts[0]))
+    # Warm both (first calls size buffers and compile kernels) on a prompt not measured, so
+    # the service has no measured prompt to reuse; then take turns per prompt.
+    raw.run(PROMPTS[-1], 4)
+    asyncio.run(service_run(PROMPTS[-1]))
     for prompt in prompts:
         raw_result.runs.append(raw.run(prompt, args.max_tokens))
         service_result.runs.append(asyncio.run(service_run(prompt)))
@@ -367,12 +448,7 @@ def measure(
         )
     if isinstance(raw, RawTransformers):
         del raw.model  # free its memory (and threads) before the concurrent runs
-    levels: dict[int, tuple[float, list[Run]]] = {}
-    for streams in args.concurrency:
-        rate, runs = asyncio.run(concurrent(service.target, streams, args.max_tokens))
-        levels[streams] = (rate, runs)
-        console.print(f"  {engine} {streams} concurrent streams: {rate:.1f} tok/s aggregate")
-    return EngineResult(engine, raw_result, service_result, levels)
+    return EngineResult(engine, raw_result, service_result, concurrency_levels(service, args))
 
 
 def single_table(results: list[EngineResult], args: argparse.Namespace) -> Table:
@@ -408,23 +484,35 @@ def single_table(results: list[EngineResult], args: argparse.Namespace) -> Table
 
 def concurrency_table(results: list[EngineResult], args: argparse.Namespace) -> Table:
     table = Table(
-        title=f"Concurrent streams through the service, sampled, {args.max_tokens} tokens"
+        title=f"Concurrent clients through the service: {max(args.concurrency)} questions per "
+        f"round, {args.rounds} rounds, sampled (seeded)"
     )
-    for col in ("engine", "streams", "aggregate tokens/s", "vs 1 stream", "TTFT p50 ms",
-                "per-stream tokens/s"):  # fmt: skip
+    columns = ("engine", "workload", "max_tokens", "clients", "aggregate tokens/s", "vs 1",
+               "p50 latency ms", "vs 1", "TTFT p50 ms", "same text")  # fmt: skip
+    for col in columns:
         table.add_column(col, justify="right")
     for r in results:
-        base = r.concurrency[min(r.concurrency)][0]
-        for streams, (rate, runs) in sorted(r.concurrency.items()):
+        base_n = min(args.concurrency)
+        for (workload, max_tokens, n), level in r.concurrency.items():
+            base = r.concurrency[(workload, max_tokens, base_n)]
+            same = sum(a.text == b.text for a, b in zip(base.runs, level.runs, strict=True))
             table.add_row(
                 r.engine,
-                str(streams),
-                f"{rate:.1f}",
-                f"{rate / base:.2f}",
-                f"{statistics.median(x.ttft for x in runs) * 1000:.0f}",
-                f"{statistics.mean(x.tokens / x.total for x in runs):.1f}",
+                workload,
+                str(max_tokens),
+                str(n),
+                f"{level.tokens_per_s:.1f}",
+                f"{level.tokens_per_s / base.tokens_per_s:.2f}",
+                f"{level.p50_ms:.0f}",
+                f"{level.p50_ms / base.p50_ms:.2f}",
+                f"{level.ttft_ms:.0f}",
+                f"{same}/{len(level.runs)}",
             )
-    table.caption = "Target: 8 streams >= 2.5 x 1 stream (continuous batching in one process)."
+    table.caption = (
+        "aggregate tokens/s = answer tokens / wall time of the rounds; latency from request to "
+        "last token. Target (issue 17): 4 clients >= 2.5 x the aggregate of 1 client, with p50 "
+        "<= 2 x."
+    )
     return table
 
 
@@ -432,8 +520,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", default="llamacpp,torch")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--prompts", type=int, default=6, help=f"1 to {len(PROMPTS)}")
-    parser.add_argument("--concurrency", default="1,4,8", help="Stream counts, comma-separated.")
+    parser.add_argument("--prompts", type=int, default=6, help=f"1 to {len(PROMPTS) - 1}")
+    parser.add_argument("--concurrency", default="1,4", help="Client counts, comma-separated.")
+    parser.add_argument(
+        "--concurrent-max-tokens", default="16,64", help="Answer lengths of the client runs."
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="Alternating client rounds.")
     parser.add_argument(
         "--threads", type=int, default=0, help="CPU threads, service and raw (0: service default)."
     )
@@ -445,7 +537,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="torch engine device: cpu or cuda.")
     args = parser.parse_args()
     args.concurrency = sorted({int(c) for c in args.concurrency.split(",")})
-    args.prompts = max(1, min(args.prompts, len(PROMPTS)))
+    args.concurrent_max_tokens = [int(t) for t in args.concurrent_max_tokens.split(",")]
+    args.prompts = max(1, min(args.prompts, len(PROMPTS) - 1))  # the last one warms up
     os.chdir(REPO)
     from shared.models.generator_files import configured_model, cpu_threads
 
