@@ -20,8 +20,6 @@ from shared.server import Built
 class EmbedderServicer(
     ModelServicer[Encoder, EmbedderSettings], embedder_pb2_grpc.EmbedderServicer
 ):
-    service = "embedder"
-    thread_name = "embed"
     proto = embedder_pb2
     add_to_server = embedder_pb2_grpc.add_EmbedderServicer_to_server
 

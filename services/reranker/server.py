@@ -20,8 +20,6 @@ from shared.server import Built
 class RerankerServicer(
     ModelServicer[CrossEncoder, RerankerSettings], reranker_pb2_grpc.RerankerServicer
 ):
-    service = "reranker"
-    thread_name = "rerank"
     proto = reranker_pb2
     add_to_server = reranker_pb2_grpc.add_RerankerServicer_to_server
 

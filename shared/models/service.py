@@ -49,16 +49,15 @@ class ModelServicer(Generic[Model, Settings]):
     """Base of a model service's servicer: `self.backend` is the loaded model, `run` calls
     it off the event loop."""
 
-    service: ClassVar[str] = ""  # the service's name: embedder, reranker
-    thread_name: ClassVar[str] = "model"
     proto: ClassVar[Any]  # the generated *_pb2 module of the one service it implements
     add_to_server: ClassVar[Callable[..., None]]  # its *_pb2_grpc.add_*Servicer_to_server
 
     def __init__(self, backend: Model, settings: Settings) -> None:
         self.backend = backend
         self.settings = settings
+        self.service = settings.service_name
         # One model, one forward pass at a time: two concurrent passes only fight for the cores.
-        self._model_thread = BlockingRunner(1, self.thread_name)
+        self._model_thread = BlockingRunner(1, self.service)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self._model_thread(fn, *args)
