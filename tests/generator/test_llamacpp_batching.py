@@ -149,3 +149,21 @@ def test_requests_joining_mid_answer_copy_the_running_prefix(
 
         assert loop.run_until_complete(staggered()) == reference
         assert engine.model.reused_tokens > 0
+
+
+@pytest.mark.parametrize("chunk", [16, 100])
+def test_prompts_longer_than_a_pass_are_read_whole_with_small_prefill_chunks(chunk: int) -> None:
+    """PREFILL_CHUNK under FA_TILE_ROWS reads every prompt in short passes, as alone; one
+    under twice FA_TILE_ROWS cannot always split a prompt into long passes, but still reads
+    it whole. Either way every request finishes."""
+    sampling = Sampling(temperature=0.0, max_tokens=4)
+    lone = LlamaCppEngine(settings(prefill_chunk=chunk, prefix_cache=False))
+    with running(lone) as loop:
+        requests = [generation(lone, q, sampling) for q in QUESTIONS[:3]]
+        expected = alone(lone, loop, requests)
+    engine = LlamaCppEngine(settings(prefill_chunk=chunk))
+    with running(engine) as loop:
+        answers = together(engine, loop, requests)
+    assert all(answers)
+    if chunk < FA_TILE_ROWS:
+        assert answers == expected

@@ -324,12 +324,17 @@ class LlamaCppModel(BatchModel):
             big = self._big_end(len(seq.prompt_ids)) - seq.prefilled
             if big > 0:
                 take = min(big, budget)
-                if 0 < big - take < FA_TILE_ROWS:
+                if 0 < big - take < FA_TILE_ROWS <= big - FA_TILE_ROWS:
                     take = big - FA_TILE_ROWS  # what is left must make a long pass too
                 if take < FA_TILE_ROWS and take < big:
-                    continue  # no room for a long pass in this step
+                    if budget < self.n_batch:
+                        continue  # no room for a long pass in this step
+                    # Only with PREFILL_CHUNK under 2 x FA_TILE_ROWS: no split of the rest
+                    # leaves two long passes, so it is read as it fits (not bit-exact).
+                    take = min(big, budget)
             else:
-                take = left  # the short last pass, fewer than FA_TILE_ROWS tokens
+                # The short last pass (with PREFILL_CHUNK under FA_TILE_ROWS, every pass).
+                take = min(left, FA_TILE_ROWS - 1, self.n_batch)
                 if take > budget and budget < self.n_batch:
                     continue
             budget -= take
