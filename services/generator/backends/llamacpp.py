@@ -37,6 +37,7 @@ import codecs
 import ctypes
 import itertools
 import logging
+import os
 import random
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -65,12 +66,8 @@ FA_TILE_ROWS = 64
 
 def common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     """How many tokens `a` and `b` share from the start."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    # commonprefix compares any two sequences element by element, token ids included.
+    return len(os.path.commonprefix([a, b]))  # noqa: RUF071
 
 
 @dataclass(eq=False)
