@@ -114,6 +114,9 @@ def test_upload_ask_and_see_a_streamed_answer_citing_the_document(page: Any) -> 
     page.get_by_label("Max answer tokens").fill("32")
     page.get_by_label("Temperature").fill("0")
     page.get_by_label("Chunks for the model (reranker_top_k)").fill("2")
+    # A grounded answer arrives a checked sentence at a time; the generator's own text
+    # (grounding off) token by token, which is what this test watches.
+    page.get_by_role("checkbox", name="Grounding").uncheck()
     # Record every state the answer passes through, to see it arrive in pieces.
     page.evaluate(
         """() => {
@@ -133,6 +136,7 @@ def test_upload_ask_and_see_a_streamed_answer_citing_the_document(page: Any) -> 
     assert body["stream"] is True and body["collection"] == "playground"
     assert body["reranker_top_k"] == 2 and body["max_tokens"] == 32
     assert body["messages"] == [{"role": "user", "content": BEES}]
+    assert body["enable_grounding"] is False and body["answer_mode"] == "generative"
 
     sources = page.get_by_role("list", name="Sources")
     expect(sources).to_be_visible(timeout=ANSWER_TIMEOUT_MS)

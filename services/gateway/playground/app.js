@@ -175,7 +175,16 @@ function requestBody() {
     body.enable_query_rewriting = $("rewriting").checked;
     body.enable_citations = $("citations").checked;
     if ("reranker" in configured) body.enable_reranker = $("reranker").checked;
-    if ($("answer-mode").value) body.answer_mode = $("answer-mode").value;
+    if ($("grounding").checked) {
+      if ($("answer-mode").value) body.answer_mode = $("answer-mode").value;
+    } else {
+      // The generator's text as it comes, from whole chunks: today's pipeline, to compare.
+      Object.assign(body, {
+        answer_mode: "generative",
+        evidence_selection: false,
+        enable_grounding: false,
+      });
+    }
   } else {
     body.use_knowledge_base = false;
   }
