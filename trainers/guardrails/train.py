@@ -35,6 +35,18 @@ from typing import Any
 
 import numpy as np
 
+from shared.models.encoder import OnnxEncoder
+from shared.models.quantize import (
+    DEFAULT_VARIANT,
+    FP32_FILE,
+    INT8_FILE,
+    VARIANTS,
+    copy_model_files,
+    length_batches,
+    quantize_dynamic_variant,
+    run_batches,
+)
+from shared.models.quantize import sha256 as file_sha256
 from trainers.data import (
     base_model_name,
     base_model_path,
@@ -56,20 +68,7 @@ from trainers.guardrails.scoring import (
     stratified_folds,
     threshold_at_fpr,
 )
-from trainers.quantize.embedder import (
-    DEFAULT_VARIANT,
-    FP32_FILE,
-    INT8_FILE,
-    VARIANTS,
-    copy_model_files,
-    export_onnx,
-    length_batches,
-    load_model,
-    onnx_engine,
-    quantize_dynamic_variant,
-    run_batches,
-)
-from trainers.quantize.embedder import sha256 as file_sha256
+from trainers.quantize.embedder import export_onnx, load_model
 
 HEAD_FILE = "head.json"
 HEAD_FORMAT = "ragrail-injection-classifier/1"
@@ -273,7 +272,7 @@ def train(args: argparse.Namespace) -> Path:
     print(f"exported {out / FP32_FILE} and {out / INT8_FILE} ({quant['variant']})", flush=True)
     del model
     embedding = write_embedding_encoder(base, out, args) if args.method == "finetune" else ""
-    encoder = onnx_engine(out, INT8_FILE, threads, args.batch_size)
+    encoder = OnnxEncoder(out, INT8_FILE, threads=threads, batch_size=args.batch_size)
     train_vectors = embed(encoder, fitdata.texts, "embed train (INT8)", args.batch_size)
 
     if args.method == "finetune":
@@ -304,7 +303,7 @@ def train(args: argparse.Namespace) -> Path:
 
     test_vectors = embed(encoder, testset.texts, "embed test (INT8)", args.batch_size)
     test_scores = head.scores(test_vectors)
-    fp32 = onnx_engine(out, FP32_FILE, threads, args.batch_size)
+    fp32 = OnnxEncoder(out, FP32_FILE, threads=threads, batch_size=args.batch_size)
     fp32_scores = head.scores(embed(fp32, testset.texts, "embed test (FP32)", args.batch_size))
     metrics: dict[str, Any] = {
         "method": args.method,
