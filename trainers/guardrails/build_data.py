@@ -1,0 +1,101 @@
+"""Builds the training data that ships in trainers/guardrails/training_data/ from ../shared/data.
+
+    python -m trainers.guardrails.build_data                 # ../shared/data -> data/
+    python -m trainers.guardrails.build_data --check         # the shipped files are current
+
+The guardrail classifiers are trained on first start, on a machine that has no
+../shared/data: what they learn from must be in the repository. This copies the *train*
+splits only (test splits stay out, so the figures measured on them stay honest) of the sets
+whose licences allow redistribution in a product, and drops the rows of sources that do not
+(trainers/guardrails/training_data/README.md lists each source and its licence):
+
+* AG News (`ag_news_test`): "for research and other non-commercial use", no licence;
+* MyFixit (`myfixit_repair_manuals`): CC BY-NC-SA 3.0;
+* SciFact (CC BY-NC 2.0) is not copied at all (`--in-domain` / `--benign-docs` read it
+  where it is present).
+
+Same layout and fields as ../shared/data (`<set>/train.jsonl.gz`), so the trainer reads
+either directory the same way. gzip with a fixed mtime: the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = REPO.parent / "shared" / "data"
+SHIPPED = Path(__file__).resolve().parent / "training_data"
+SETS = (
+    "prompt_injections",
+    "injections_extra",
+    "benign_instructions",
+    "content_safety",
+    "documents_mixed",
+)
+# Sources whose licence forbids commercial use: never in anything shipped.
+NON_COMMERCIAL = frozenset({"ag_news_test", "myfixit_repair_manuals"})
+
+
+def read_rows(path: Path) -> list[dict]:
+    """JSON lines from `path` (.jsonl or .jsonl.gz)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def gzip_bytes(rows: list[dict]) -> bytes:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    buffer = io.BytesIO()
+    # mtime 0 and no file name: the bytes depend on the rows only.
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9, mtime=0, filename="") as f:
+        f.write(text)
+    return buffer.getvalue()
+
+
+def build(source: Path) -> dict[str, tuple[bytes, dict]]:
+    """{relative path: (file bytes, stats)} of the shipped files."""
+    out: dict[str, tuple[bytes, dict]] = {}
+    for name in SETS:
+        rows = read_rows(source / name / "train.jsonl")
+        kept = [r for r in rows if r.get("source") not in NON_COMMERCIAL]
+        stats = {"rows": len(kept), "dropped_non_commercial": len(rows) - len(kept)}
+        out[f"{name}/train.jsonl.gz"] = (gzip_bytes(kept), stats)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.guardrails.build_data", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--source", type=Path, default=SHARED_DATA)
+    parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--check", action="store_true", help="Compare, write nothing.")
+    args = parser.parse_args(argv)
+    files = build(args.source)
+    stale = []
+    for rel, (data, stats) in files.items():
+        target = args.out / rel
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        if args.check:
+            if not target.is_file() or target.read_bytes() != data:
+                stale.append(rel)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        print(
+            f"{target}: {stats['rows']} rows ({stats['dropped_non_commercial']} "
+            f"non-commercial dropped), {len(data) / 1024:.0f} KiB, sha256 {digest}…"
+        )
+    if stale:
+        print(f"out of date: {', '.join(stale)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
