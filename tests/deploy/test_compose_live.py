@@ -414,7 +414,7 @@ def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
         time.sleep(3)
     figures = load.figures(killed_at)
     figures["healthy_again_s"] = round(healthy_s, 1)
-    report("docker kill retriever", figures, capsys)
+    report("retriever killed (SIGKILL), restarted by Docker", figures, capsys)
     failed = [r for r in load.results if r[2] != 200]
     assert failed, "searches kept succeeding with the retriever killed: was it killed?"
     for _, _, status, error in failed:
@@ -520,4 +520,4 @@ def test_print_the_figures(stack: Stack, capsys: pytest.CaptureFixture[str]) -> 
         print("\n[compose live] figures")
         for name, figures in FIGURES.items():
             print(f"  {name:55} {figures}")
-    assert "docker kill retriever" in FIGURES
+    assert "retriever killed (SIGKILL), restarted by Docker" in FIGURES
