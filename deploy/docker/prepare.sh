@@ -42,7 +42,7 @@ if [ -z "$image" ]; then
     || timeout 120 docker pull -q "$official" >/dev/null 2>&1; then
     image="$official"
   else
-    say "$official can be neither found nor pulled: building a local stand-in"
+    say "$official can be neither found nor pulled: using the local stand-in"
     image=ragrail-python:standin
     deploy/docker/standin-base.sh "$image" >&2
   fi
@@ -67,5 +67,7 @@ else
     "(python -m trainers.guardrails); chat runs without rails"
 fi
 echo "export RAGRAIL_PYTHON_IMAGE=$image"
+# Compose builds with its own BuildKit client where buildx is missing; say so once, quietly.
+docker buildx version >/dev/null 2>&1 || echo "export COMPOSE_BAKE=false"
 echo "export COMPOSE_PROFILES=${COMPOSE_PROFILES:-$profiles}"
 echo "export RAGRAIL_GUARDRAILS_URL=$guardrails_url"
