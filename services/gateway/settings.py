@@ -237,6 +237,13 @@ class GatewaySettings(RagrailSettings):
     chat_reader_threads: int = Field(
         1, ge=0, description="onnxruntime threads of the reader (0: one per core)."
     )
+    chat_reader_similarity_weight: float = Field(
+        1.0,
+        ge=0,
+        description="The reader's answer is the span whose margin (answer minus no-answer "
+        "probability) plus this times its sentence's cosine with the question is highest, "
+        "over the chunks; 0: the reader's margin alone.",
+    )
     chat_extractive_unit: Literal["sentence", "span"] = Field(
         "sentence",
         description="What an extractive answer is: the sentence that holds the reader's span, "

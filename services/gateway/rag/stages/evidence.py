@@ -36,6 +36,7 @@ from services.gateway.rag.stages.answer import Answerers
 from services.gateway.rag.stages.prompt import BuildPrompt, build_prompt
 from services.gateway.settings import GatewaySettings
 from shared.clients import TokenCounts
+from shared.models.reader import Answer as Span
 from shared.models.reader import Reader
 
 log = logging.getLogger("ragrail.gateway")
@@ -98,7 +99,19 @@ class SelectEvidence(Stage):
         scores = scores.tolist()
         evidence = Evidence(sentences, list(scores), cosine=scores)
         if reading:
-            best = max(reading, key=lambda a: a.score - a.no_answer)
+            # The reader's span in each chunk, weighed with how close its sentence is to the
+            # question: the reader alone picked "the same waggle dance" of the swarming
+            # paragraph for "how do honeybees tell each other where food is?".
+            def closeness(a: Span) -> float:
+                near = [
+                    scores[i]
+                    for i, s in enumerate(sentences)
+                    if s.source == a.passage + 1 and s.start < a.end and a.start < s.end
+                ]
+                return max(near, default=0.0)
+
+            weight = self.settings.chat_reader_similarity_weight
+            best = max(reading, key=lambda a: a.score - a.no_answer + weight * closeness(a))
             chat.reading = Reading(best.passage + 1, best, best.score - best.no_answer)
             # The reader's sentence leads the evidence: raise it above every cosine score.
             for i, s in enumerate(sentences):
