@@ -17,7 +17,8 @@ from typing import Any, Literal
 from shared.models.reader import Answer as Span
 from shared.models.reader import sentence_spans
 
-CITATION = re.compile(r"\s*\[(\d+)(?:\s*,\s*\d+)*\]")
+# [1], [1, 2], and the reference marks of papers: [6, 18, 23], [4-7] (hyphen or en dash).
+CITATION = re.compile(r"\s*\[(\d+)(?:\s*[,\-\u2013]\s*\d+)*\]")
 CITED_NUMBERS = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'-][a-z0-9]+)*")
 # Words that carry no claim of their own: an answer sentence is judged by the rest.

@@ -123,6 +123,8 @@ class Extract:
 
     async def complete(self, chat: ChatState) -> None:
         text, source = self.sentence(chat)
+        # The document's own reference marks ("[6, 18]") would read as the gateway's [n].
+        text = grounding.CITATION.sub("", text)
         chat.answer = Answer(grounding.with_citation(text, source), "stop")
         report = _report(chat)
         report.mode = "extractive"
@@ -198,7 +200,7 @@ class GroundedGenerate:
         if chat.options.grounding.mode == "auto":
             text, source = self.extract.sentence(chat)
             report.mode = "extractive"
-            return grounding.with_citation(text, source)
+            return grounding.with_citation(grounding.CITATION.sub("", text), source)
         report.mode = "abstained"
         report.abstained = True
         return self.abstain.text(chat)
