@@ -86,9 +86,10 @@ def up(
     ] = False,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
-    from ragrail.launcher import Supervisor
+    from ragrail.launcher import Supervisor, start_metrics
 
     supervisor = Supervisor(data_dir.resolve(), console.print)
+    metrics_port = start_metrics(console.print)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -110,6 +111,8 @@ def up(
         for child in supervisor.children:
             console.print(f"  [green]ready[/green] {child.spec.name:10} {child.url}")
         console.print(f"API docs: {gateway.url}/docs   health: {gateway.url}/v1/health")
+        if metrics_port > 0:
+            console.print(f"launcher metrics (restarts): http://127.0.0.1:{metrics_port}/metrics")
         if sample:
             await asyncio.to_thread(_demo, gateway.url)
         console.print("[bold]ragrail is up.[/bold] Press Ctrl-C to stop.")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from prometheus_client import Counter, start_http_server
 
 from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
@@ -28,6 +29,33 @@ from shared.models.cross_encoder import find_reranker
 from shared.models.gates import reranker_gate
 from shared.models.settings import InjectionChoice, RerankerChoice
 from shared.topology import HTTP_SERVICES, endpoint
+
+# Served by `ragrail up` on RAGRAIL_LAUNCHER_METRICS_PORT (9150 by default, -1 turns it off):
+# the services' own /metrics cannot count their own deaths.
+RESTARTS = Counter(
+    "ragrail_launcher_restarts_total",
+    "Services the launcher found exited, by what it did: restarted, or gave up after 5 in 60 s.",
+    ["service", "action"],
+)
+METRICS_PORT_ENV = "RAGRAIL_LAUNCHER_METRICS_PORT"
+DEFAULT_METRICS_PORT = 9150
+
+
+def start_metrics(say: Callable[[str], None]) -> int:
+    """Serves the launcher's /metrics on loopback; returns the port (-1 when turned off)."""
+    port = int(os.environ.get(METRICS_PORT_ENV, DEFAULT_METRICS_PORT))
+    if port < 0:
+        return -1
+    try:
+        server, _thread = start_http_server(port, addr="127.0.0.1")
+    except OSError as exc:
+        say(
+            f"launcher metrics not served: port {port} is taken ({exc.strerror}); "
+            f"set {METRICS_PORT_ENV}"
+        )
+        return -1
+    return int(server.server_address[1])
+
 
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
@@ -209,12 +237,14 @@ class Supervisor:
                 now = time.monotonic()
                 child.restarts = [t for t in child.restarts if now - t < 60] + [now]
                 if len(child.restarts) > 5:
+                    RESTARTS.labels(child.spec.name, "gave_up").inc()
                     self.say(
                         f"{child.spec.name} keeps exiting; not restarting it. See {child.log_path}"
                     )
                     child.process = None
                     continue
                 self.say(f"{child.spec.name} exited (code {child.process.returncode}); restarting")
+                RESTARTS.labels(child.spec.name, "restarted").inc()
                 await asyncio.sleep(min(2 ** (len(child.restarts) - 1) * 0.5, 10))
                 self.start(child)
                 try:
