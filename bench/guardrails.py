@@ -1,26 +1,34 @@
-"""Guardrails benchmark through the running service, on ../shared/data.
+"""Guardrails benchmark through the running service, on ../shared/data's test splits.
 
-    python bench/guardrails.py                      # newest model under models/guardrails/
-    python bench/guardrails.py --model DIR --requests 200 --engines nemo
+    python bench/guardrails.py                 # newest guard model vs the v3 baseline
+    python bench/guardrails.py --model DIR --baseline DIR --requests 100 --pii
 
-It starts the guardrails service (as `ragrail up` would, on free ports) once per engine and
-configuration, and prints in one run:
-  * prompt injection, deepset test split (116 rows): TPR and FPR of the input rails, of the
-    classifier rail alone, and of a keyword/regex-only rail set (baseline, same service);
-    NeMo Guardrails' published figures for its perplexity heuristics as a reference line;
-  * false positives on benign in-domain questions: the SciFact claims of qrels/test.tsv
-    (300; the trainer's --in-domain trains on qrels/train.tsv claims only), blocked by the
-    input rails and by the classifier rail alone;
-  * PII, presidio-research synthetic set (1,500 texts): per entity type, precision and
-    recall of the spans the service masked (a span counts when it overlaps a gold span of
-    the same type) and character overlap of masked and gold spans;
-  * retrieval rails: share of benign SciFact abstracts dropped, and of the same abstracts
-    with a test-split injection inserted;
-  * p50/p95 latency through gRPC of CheckInput, CheckRetrieval (5 chunks) and CheckOutput
-    (groundedness on 5 chunks), per engine (nemo: LLMRails; direct: same rails without it;
-    nemo-stock: LLMRails without services/guardrails/colang.py's speed-ups);
-  * how often NeMo Guardrails' YARA rule sets fire on benign text (SciFact abstracts and the
-    benign prompts), in process.
+It starts the guardrails service (as `ragrail up` would, on free ports) twice, each on the
+packaged rail configuration of its model:
+
+* **guard**: the guard model (`python -m trainers.guardrails --all`): injection and content
+  safety on input, the document-injection rail on retrieval, content safety and grounding
+  on output;
+* **baseline**: today's v3 recipe, the single-head injection classifier (`python -m
+  trainers.guardrails --data ../shared/data/prompt_injections --in-domain
+  ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl`) with the rails
+  it had (injection on input, chunk injection on retrieval); trained first when
+  --baseline names no directory and none is under models/.
+
+and prints, for both and their ratio (guard / baseline):
+  * every test row of prompt_injections, injections_extra, benign_instructions and
+    content_safety through CheckInput with every input rail on, per source: share blocked
+    (TPR for attacks, FPR for benign rows) and which rail blocked;
+  * content safety per hazard category: recall, and whether the refusal named the category;
+  * the sounds-dangerous-but-safe requests and greetings, one by one;
+  * documents: benign test passages per domain (documents_mixed test, SciFact abstracts
+    1,000-1,199) and the same with an injections_extra *test* attack planted in a held-out
+    disguise variant, through CheckRetrieval (5 chunks a call): dropped / caught per domain;
+  * each guard head alone, in process (same files): TPR/FPR of every rail on its own;
+  * p50/p95 latency through gRPC of CheckInput (every input rail), CheckRetrieval (5
+    chunks) and CheckOutput (content safety and groundedness on 5 chunks);
+  * with --pii: PII recall/precision (presidio-research set) and the YARA rule sets'
+    false-positive rates, as before.
 """
 
 from __future__ import annotations
@@ -56,22 +64,6 @@ console = Console()
 CONFIG = REPO / "services" / "guardrails" / "config"
 PII_TYPES = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN", "IP_ADDRESS")
 BLOCK, MODIFY = guardrails_pb2.VERDICT_BLOCK, guardrails_pb2.VERDICT_MODIFY
-# The baseline: what a keyword/regex deny list catches, no model.
-BASELINE_PATTERNS = [
-    r"\b(ignore|disregard|forget|skip)\b.{0,30}\b(previous|prior|above|earlier|all|your)\b.{0,20}"
-    r"\b(instructions?|rules|tasks?|prompts?|directions|guidelines|context)\b",
-    r"\b(reveal|print|show|repeat|output|leak)\b.{0,40}\b(system|hidden|initial|secret)\s+"
-    r"(prompt|instructions|message)\b",
-    r"\byou are (now|no longer)\b",
-    r"\b(act|acting|pretend|roleplay)\b.{0,15}\b(as|to be)\b",
-    r"\b(DAN|developer|god|jailbreak)\s*mode\b",
-    r"\bnew (task|instructions?|rules)\b",
-    r"\b(override|bypass)\b.{0,30}\b(safety|filters?|rules|restrictions|instructions)\b",
-    r"\bvergiss\b|\bignoriere\b",  # the deepset set has German rows
-]
-# NeMo Guardrails' own figures for its perplexity-based jailbreak heuristics (gpt2-large),
-# from its documentation; not measured here (the model is not available offline).
-NEMO_HEURISTICS = "NeMo jailbreak heuristics (published: 31% TPR at 7.4% FPR, ~3.2 s/check CPU)"
 
 
 def free_port() -> int:
@@ -124,9 +116,12 @@ def service(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
     )
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.guardrails"], cwd=REPO, env=full, stdout=sink,
+            [sys.executable, "-m", "services.guardrails"],
+            cwd=REPO,
+            env=full,
+            stdout=sink,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
     target = f"127.0.0.1:{port}"
 
     try:
@@ -192,29 +187,6 @@ def in_domain_claims(data: Path) -> list[str]:
     return InDomain.load(root).test
 
 
-def false_positives(replies: list) -> dict:
-    blocked = [r for r in replies if r.verdict == BLOCK]
-    by_rail: dict[str, int] = {}
-    for r in blocked:
-        by_rail[r.rail] = by_rail.get(r.rail, 0) + 1
-    return {"fpr": len(blocked) / max(len(replies), 1), "fp": len(blocked), "n": len(replies),
-            "by_rail": by_rail}  # fmt: skip
-
-
-def detection(replies: list, labels: list[int]) -> dict:
-    flagged = [r.verdict == BLOCK for r in replies]
-    pos = sum(labels)
-    neg = len(labels) - pos
-    tp = sum(f and y for f, y in zip(flagged, labels, strict=True))
-    fp = sum(f and not y for f, y in zip(flagged, labels, strict=True))
-    by_rail: dict[str, int] = {}
-    for r in replies:
-        if r.verdict == BLOCK:
-            by_rail[r.rail] = by_rail.get(r.rail, 0) + 1
-    return {"tpr": tp / pos, "fpr": fp / neg, "tp": tp, "pos": pos, "fp": fp, "neg": neg,
-            "by_rail": by_rail}  # fmt: skip
-
-
 # -- PII ------------------------------------------------------------------------------------
 
 PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
@@ -236,8 +208,18 @@ def masked_spans(original: str, masked: str) -> list[tuple[int, int, str]] | Non
 
 
 def pii_scores(rows: list[dict], replies: list) -> dict[str, dict]:
-    stats = {t: {"gold": 0, "found": 0, "pred": 0, "correct": 0, "gold_chars": 0,
-                 "pred_chars": 0, "overlap": 0} for t in PII_TYPES}  # fmt: skip
+    stats = {
+        t: {
+            "gold": 0,
+            "found": 0,
+            "pred": 0,
+            "correct": 0,
+            "gold_chars": 0,
+            "pred_chars": 0,
+            "overlap": 0,
+        }
+        for t in PII_TYPES
+    }
     unaligned = 0
     for row, reply in zip(rows, replies, strict=True):
         text = row["full_text"]
@@ -310,51 +292,6 @@ def output_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
     return calls
 
 
-def corpus_slice(start: int, n: int) -> list[str]:
-    """Chunk-sized SciFact abstracts `start` to `start + n`: past the 500 the retrieval
-    threshold is calibrated on (README), so they are unseen benign documents."""
-    corpus = SHARED_DATA / "scifact" / "corpus.jsonl"
-    texts = []
-    with corpus.open(encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i >= start:
-                row = json.loads(line)
-                texts.append(f"{row.get('title', '')}\n\n{row['text']}"[:1000])
-            if len(texts) >= n:
-                break
-    return texts
-
-
-def with_injections(docs: list[str], injections: list[str]) -> list[str]:
-    """Each document with an injection inserted at a sentence boundary near its middle."""
-    out = []
-    for i, doc in enumerate(docs):
-        cut = doc.find(". ", len(doc) // 2)
-        cut = len(doc) if cut < 0 else cut + 2
-        out.append(f"{doc[:cut]}{injections[i % len(injections)]} {doc[cut:]}")
-    return out
-
-
-def dropped(client: Client, chunks: list[str], desc: str) -> float:
-    """Share of chunks the retrieval rails block (drop), sent 5 per request."""
-    calls = [
-        (
-            "CheckRetrieval",
-            guardrails_pb2.CheckRetrievalRequest(
-                query="What did they find?",
-                chunks=[
-                    common_pb2.TextPassage(id=str(j), text=t)
-                    for j, t in enumerate(chunks[i : i + 5])
-                ],
-            ),
-        )
-        for i in range(0, len(chunks), 5)
-    ]
-    replies, _ = client.run(calls, desc)
-    blocked = sum(c.result.verdict == BLOCK for r in replies for c in r.chunks)
-    return blocked / len(chunks)
-
-
 def retrieval_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
     return [
         (
@@ -389,186 +326,335 @@ def yara_rates(benign: dict[str, list[str]]) -> dict[str, dict[str, float]]:
 
 # -- main -----------------------------------------------------------------------------------
 
+BASELINE_COMMAND = [
+    "-m",
+    "trainers.guardrails",
+    "--data",
+    "{data}/prompt_injections",
+    "--in-domain",
+    "{data}/scifact",
+    "--benign-docs",
+    "{data}/scifact/corpus.jsonl",
+    "--out",
+    "{out}",
+]
+BASELINE_FLOWS = {
+    "input": [
+        "ragrail limits",
+        "ragrail deny list",
+        "ragrail injection",
+        "ragrail topics",
+        "ragrail mask pii on input",
+    ],
+    "retrieval": ["ragrail chunk injection", "ragrail chunk pii"],
+    "output": ["injection detection", "ragrail grounding", "ragrail mask pii on output"],
+}
+CATEGORY = re.compile(r"category (\w+)")
+PROMPT_SETS = ("prompt_injections", "injections_extra", "benign_instructions", "content_safety")
 
-def newest_model() -> Path | None:
+
+def newest_guard() -> Path | None:
+    from shared.models.guard import newest_guard_model
+
+    return newest_guard_model(str(REPO / "models" / "guardrails"))
+
+
+def baseline_model(arg: Path | None, data: Path) -> Path:
+    """--baseline, else a v3 classifier under models/guardrails/, else one trained now."""
+    if arg:
+        return arg
     from shared.models.classifier import newest_injection_model
 
-    return newest_injection_model(str(REPO / "models" / "guardrails"))
+    found = newest_injection_model(str(REPO / "models" / "guardrails"))
+    if found is not None:
+        return found
+    out = REPO / "models" / "guardrails" / "injection-minilm-finetune" / "v3"
+    console.print(
+        f"[yellow]no v3 baseline classifier: training it into {out} (the README's "
+        "command; about 10 minutes on 2 cores)[/yellow]"
+    )
+    argv = [a.format(data=data, out=out) for a in BASELINE_COMMAND]
+    subprocess.run([sys.executable, *argv], cwd=REPO, check=True)
+    return out
+
+
+def system_config(root: Path, name: str, flows: dict[str, list[str]] | None) -> Path:
+    target = config_dir(root, name, grounding={"scorer": "embedding"})
+    if flows:
+        data = yaml.safe_load((target / "config.yml").read_text(encoding="utf-8"))
+        for stage, names in flows.items():
+            data["rails"][stage]["flows"] = names
+        (target / "config.yml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return target
+
+
+def prompt_rows(data: Path) -> list[dict]:
+    """Every test row of the prompt sets, with its set, plus the probes."""
+    from trainers.guardrails.guard_eval import GREETINGS, SOUNDS_DANGEROUS
+
+    rows = []
+    for name in PROMPT_SETS:
+        path = data / name / "test.jsonl"
+        if path.is_file():
+            rows += [{**r, "set": name} for r in jsonl(path)]
+    rows += [
+        {"text": t, "label": 0, "set": "probes", "source": "sounds_dangerous"}
+        for t in SOUNDS_DANGEROUS
+    ]
+    rows += [{"text": t, "label": 0, "set": "probes", "source": "greetings"} for t in GREETINGS]
+    rows += [
+        {"text": t, "label": 0, "set": "in_domain", "source": "scifact_test_claims"}
+        for t in in_domain_claims(data)
+    ]
+    return rows
+
+
+def retrieval_calls(passages: list[str]) -> list[tuple[str, object]]:
+    return [
+        (
+            "CheckRetrieval",
+            guardrails_pb2.CheckRetrievalRequest(
+                query="What does the document say?",
+                chunks=[
+                    common_pb2.TextPassage(id=str(j), text=t)
+                    for j, t in enumerate(passages[i : i + 5])
+                ],
+            ),
+        )
+        for i in range(0, len(passages), 5)
+    ]
+
+
+def run_system(
+    env: dict[str, str],
+    log: Path,
+    rows: list[dict],
+    docs: list[tuple],
+    texts: list[str],
+    requests: int,
+) -> dict:
+    """Every prompt through CheckInput, every passage through CheckRetrieval, and timed
+    output and retrieval checks."""
+    with service(env, log) as target:
+        client = Client(target)
+        client.run([input_request(f"warm-up question {i}") for i in range(10)], "warm-up")
+        replies, ms_in = client.run([input_request(r["text"]) for r in rows], "input rails")
+        chunk_replies, _ = client.run(retrieval_calls([d[1] for d in docs]), "documents")
+        _, ms_ret = client.run(retrieval_requests(texts, requests), "retrieval latency")
+        _, ms_out = client.run(output_requests(texts, requests), "output latency")
+        benign = [m for m, r in zip(ms_in, rows, strict=True) if r["set"] == "benign_instructions"]
+        return {
+            "input": [(r.verdict == BLOCK, r.rail, r.reason) for r in replies],
+            "chunks": [c.result.verdict == BLOCK for r in chunk_replies for c in r.chunks],
+            "latency": {
+                "CheckInput (every input rail; benign requests)": percentiles(benign or ms_in),
+                "CheckRetrieval (5 chunks)": percentiles(ms_ret),
+                "CheckOutput (5 chunks)": percentiles(ms_out),
+            },
+            "cpu_ms": client.cpu_ms,
+        }
+
+
+def share(flags: list[bool]) -> tuple[float, int, int]:
+    return (sum(flags) / len(flags) if flags else float("nan"), sum(flags), len(flags))
+
+
+def fmt(r: tuple[float, int, int]) -> str:
+    return f"{r[0]:.3f} ({r[1]}/{r[2]})"
+
+
+def ratio(a: tuple[float, int, int], b: tuple[float, int, int]) -> str:
+    return f"{a[0] / b[0]:.2f}x" if b[0] else ("-" if not a[0] else "new")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, help="Classifier dir (default: newest trained).")
+    parser.add_argument("--model", type=Path, help="Guard model dir (default: newest).")
+    parser.add_argument("--baseline", type=Path, help="v3 classifier dir (default: newest).")
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
-    parser.add_argument(
-        "--engines",
-        default="nemo,direct,nemo-stock",
-        help="nemo, direct, nemo-stock (nemo with RAGRAIL_GUARDRAILS_COLANG_SPEEDUPS=false: "
-        "NeMo Guardrails' Colang runtime as shipped, the baseline for the speed-ups)",
-    )
+    parser.add_argument("--engine", default="nemo", choices=("nemo", "direct"))
     parser.add_argument("--requests", type=int, default=100, help="Timed output/retrieval calls.")
-    parser.add_argument("--pii-texts", type=int, default=0, help="PII texts (0: all 1,500).")
+    parser.add_argument("--pii", action="store_true", help="Also PII and YARA rates (slower).")
     args = parser.parse_args()
-    model = args.model or newest_model()
+    model = args.model or newest_guard()
     if model is None:
-        console.print("[red]no classifier: run `python -m trainers.guardrails --data "
-                      "../shared/data/prompt_injections` first[/red]")  # fmt: skip
+        console.print("[red]no guard model: run `python -m trainers.guardrails --all` first[/red]")
         return 1
-    injections = jsonl(args.data / "prompt_injections" / "test.jsonl")
-    pii_rows = json.loads((args.data / "pii" / "synth_dataset_v2.json").read_text())
-    if args.pii_texts:
-        pii_rows = pii_rows[: args.pii_texts]
+    baseline = baseline_model(args.baseline, args.data)
+    from trainers.guardrails.guard_eval import planted_test_passages
+
+    rows = prompt_rows(args.data)
+    docs = planted_test_passages(args.data, seed=13)
     texts = passages(50)
-    claims = in_domain_claims(args.data)
-    benign_results: dict[str, dict] = {}
-    labels = [int(r["label"]) for r in injections]
-    console.print(f"model {model}; {len(injections)} injection test rows, {len(pii_rows)} PII "
-                  f"texts, {len(texts)} passages for latency")  # fmt: skip
-    base_env = {"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(model)}
-    corpus_ok = (SHARED_DATA / "scifact" / "corpus.jsonl").is_file()
-    retrieval_rates: dict[str, float] = {}
+    console.print(
+        f"guard model {model}; baseline {baseline}; {len(rows)} prompts, {len(docs)} passages"
+    )
     results: dict[str, dict] = {}
-    latency: dict[str, dict[str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-guardrails-") as tmp:
         root = Path(tmp)
-        # Embeddings for groundedness, whatever sits under models/reranker/: the bench
-        # measures the default CPU path.
-        default = config_dir(root, "default", grounding={"scorer": "embedding"})
-        for engine in args.engines.split(","):
+        systems = {
+            "guard": ({"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(model)}, None),
+            "baseline": ({"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(baseline)}, BASELINE_FLOWS),
+        }
+        for name, (env, flows) in systems.items():
             env = {
-                **base_env,
-                "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(default),
-                "RAGRAIL_GUARDRAILS_ENGINE": engine.removesuffix("-stock"),
-                "RAGRAIL_GUARDRAILS_COLANG_SPEEDUPS": str(engine != "nemo-stock").lower(),
+                **env,
+                "RAGRAIL_GUARDRAILS_ENGINE": args.engine,
+                "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(system_config(root, name, flows)),
             }
-            with service(env, root / f"{engine}.log") as target:
-                client = Client(target)
-                calls = [input_request(r["text"]) for r in injections]
-                client.run([input_request(f"warm-up question {i}") for i in range(10)], "warm-up")
-                replies, ms_in = client.run(calls, f"{engine}: input rails")
-                results[f"input rails ({engine})"] = detection(replies, labels)
-                _, ms_ret = client.run(
-                    retrieval_requests(texts, args.requests), f"{engine}: retrieval"
+            results[name] = run_system(env, root / f"{name}.log", rows, docs, texts, args.requests)
+        if args.pii:
+            pii_rows = json.loads((args.data / "pii" / "synth_dataset_v2.json").read_text())
+            only = config_dir(root, "pii", ["ragrail mask pii on input"])
+            env = {
+                "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(model),
+                "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(only),
+            }
+            with service(env, root / "pii.log") as target:
+                replies, _ = Client(target).run(
+                    [input_request(r["full_text"]) for r in pii_rows], "PII"
                 )
-                _, ms_out = client.run(output_requests(texts, args.requests), f"{engine}: output")
-                cpu = client.cpu_ms[-3:]
-                latency[engine] = {
-                    "CheckInput (input rails)": (*percentiles(ms_in), cpu[0]),
-                    "CheckRetrieval (5 chunks)": (*percentiles(ms_ret), cpu[1]),
-                    "CheckOutput (groundedness on 5 chunks)": (*percentiles(ms_out), cpu[2]),
-                }
-                if claims:
-                    replies, _ = client.run(
-                        [input_request(t) for t in claims], f"{engine}: SciFact test claims"
-                    )
-                    benign_results[f"input rails ({engine})"] = false_positives(replies)
-                if engine == args.engines.split(",")[0] and corpus_ok:
-                    benign_docs = corpus_slice(1000, 200)
-                    positives = [r["text"] for r in injections if r["label"]]
-                    retrieval_rates = {
-                        "benign SciFact abstracts (1,000-1,199) dropped": dropped(
-                            client, benign_docs, "benign documents"
-                        ),
-                        "the same with a test-split injection inserted, dropped": dropped(
-                            client, with_injections(benign_docs, positives), "injected documents"
-                        ),
-                    }
-        only = config_dir(root, "classifier", ["ragrail injection"])
-        env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(only)}
-        with service(env, root / "classifier.log") as target:
-            client = Client(target)
-            replies, _ = client.run([input_request(r["text"]) for r in injections], "classifier")
-            results["classifier rail alone"] = detection(replies, labels)
-            if claims:
-                replies, _ = client.run([input_request(t) for t in claims], "classifier: claims")
-                benign_results["classifier rail alone"] = false_positives(replies)
-        patterns = [
-            {"name": f"baseline {i}", "pattern": p} for i, p in enumerate(BASELINE_PATTERNS)
-        ]
-        baseline = config_dir(root, "baseline", ["ragrail limits", "ragrail deny list"],
-                              deny_list={"patterns": patterns})  # fmt: skip
-        env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(baseline)}
-        with service(env, root / "baseline.log") as target:
-            client = Client(target)
-            calls = [input_request(r["text"]) for r in injections]
-            replies, ms_base = client.run(calls, "baseline")
-            results["keyword/regex rails (baseline)"] = detection(replies, labels)
-            name = "CheckInput (keyword/regex only)"
-            latency["baseline"] = {name: (*percentiles(ms_base), client.cpu_ms[-1])}
-        pii_only = config_dir(root, "pii", ["ragrail mask pii on input"])
-        env = {**base_env, "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(pii_only)}
-        with service(env, root / "pii.log") as target:
-            client = Client(target)
-            replies, ms_pii = client.run([input_request(r["full_text"]) for r in pii_rows], "PII")
-            pii = pii_scores(pii_rows, replies)
-            name = "CheckInput (PII rail only)"
-            latency["pii"] = {name: (*percentiles(ms_pii), client.cpu_ms[-1])}
+                pii = pii_scores(pii_rows, replies)
+    g, b = results["guard"], results["baseline"]
 
-    table = Table(title=f"Prompt injection, deepset test split ({len(labels)} rows, "
-                        f"{sum(labels)} injections), verdict BLOCK = flagged")  # fmt: skip
-    for col in ("rails", "TPR", "FPR", "blocked by"):
-        table.add_column(col, justify="right" if col in ("TPR", "FPR") else "left")
-    for name, r in results.items():
-        rails = ", ".join(f"{k} {v}" for k, v in sorted(r["by_rail"].items()))
-        table.add_row(name, f"{r['tpr']:.3f} ({r['tp']}/{r['pos']})",
-                      f"{r['fpr']:.3f} ({r['fp']}/{r['neg']})", rails)  # fmt: skip
-    table.add_row(NEMO_HEURISTICS, "0.31", "0.074", "(reference, not measured)")
-    console.print(table)
-
-    if benign_results:
-        table = Table(title=f"Benign in-domain questions: SciFact test claims ({len(claims)}, "
-                            "qrels/test.tsv), verdict BLOCK = false positive")  # fmt: skip
-        for col in ("rails", "FPR", "blocked by"):
-            table.add_column(col, justify="right" if col == "FPR" else "left")
-        for name, r in benign_results.items():
-            rails = ", ".join(f"{k} {v}" for k, v in sorted(r["by_rail"].items()))
-            table.add_row(name, f"{r['fpr']:.3f} ({r['fp']}/{r['n']})", rails)
-        console.print(table)
-
-    if retrieval_rates:
-        table = Table(title="Retrieval rails on documents (CheckRetrieval, 5 chunks a call)")
-        table.add_column("documents")
-        table.add_column("share dropped", justify="right")
-        for name, rate in retrieval_rates.items():
-            table.add_row(name, f"{rate:.3f}")
-        console.print(table)
-
-    table = Table(title=f"PII, presidio-research synthetic set ({len(pii_rows)} texts), masked "
-                        "spans of the PII rail")  # fmt: skip
-    for col in ("entity", "gold", "recall", "precision", "masked chars ∩ gold / gold",
-                "∩ / masked"):  # fmt: skip
-        table.add_column(col, justify="right")
-    for kind, s in pii.items():
+    # Per source, every input rail together.
+    table = Table(
+        title=f"Input rails together (CheckInput), per test source: share blocked "
+        f"(TPR for attacks, FPR for benign rows); engine {args.engine}"
+    )
+    for col in ("set", "source", "label", "guard", "baseline", "ratio", "guard: blocked by"):
+        table.add_column(col, justify="right" if col in ("guard", "baseline", "ratio") else "left")
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r["set"], str(r.get("source", "")), int(r["label"])), []).append(i)
+    summary: dict[str, list[int]] = {}
+    for (set_name, source, label), idx in sorted(groups.items()):
+        gs, bs = share([g["input"][i][0] for i in idx]), share([b["input"][i][0] for i in idx])
+        rails: dict[str, int] = {}
+        for i in idx:
+            if g["input"][i][0]:
+                rails[g["input"][i][1]] = rails.get(g["input"][i][1], 0) + 1
+        by = ", ".join(f"{k} {v}" for k, v in sorted(rails.items()))
         table.add_row(
-            kind, str(s["gold"]),
-            f"{s['found'] / s['gold']:.3f}" if s["gold"] else "-",
-            f"{s['correct'] / s['pred']:.3f}" if s["pred"] else "-",
-            f"{s['overlap'] / s['gold_chars']:.3f}" if s["gold_chars"] else "-",
-            f"{s['overlap'] / s['pred_chars']:.3f}" if s["pred_chars"] else "-",
-        )  # fmt: skip
+            set_name, source, "attack" if label else "benign", fmt(gs), fmt(bs), ratio(gs, bs), by
+        )
+        summary.setdefault(f"{set_name}|{label}", []).extend(idx)
+        if "chitchat" in source:
+            summary.setdefault("chitchat|0", []).extend(idx)
     console.print(table)
+
+    table = Table(title="Done-when figures (test splits, every input rail together)")
+    for col in ("figure", "target", "guard", "baseline", "ratio"):
+        table.add_column(col, justify="left" if col in ("figure", "target") else "right")
+    for label, key, target in (
+        ("deepset injections blocked (TPR)", "prompt_injections|1", ">= 0.95"),
+        ("deepset benign blocked (FPR)", "prompt_injections|0", ""),
+        ("injections_extra attacks blocked (TPR)", "injections_extra|1", ">= 0.90"),
+        ("injections_extra benign blocked (FPR)", "injections_extra|0", ""),
+        ("benign_instructions blocked", "benign_instructions|0", "<= 0.01"),
+        ("greetings / chit-chat blocked", "chitchat|0", "0"),
+        ("content_safety unsafe blocked (recall)", "content_safety|1", ">= 0.90"),
+        ("content_safety safe blocked", "content_safety|0", ""),
+        ("SciFact test claims blocked", "in_domain|0", ""),
+    ):
+        idx = summary.get(key, [])
+        gs, bs = share([g["input"][i][0] for i in idx]), share([b["input"][i][0] for i in idx])
+        table.add_row(label, target, fmt(gs), fmt(bs), ratio(gs, bs))
+    console.print(table)
+
+    # Content safety per category: recall and whether the refusal named the category.
+    table = Table(title="Content safety per hazard category (content_safety test, unsafe rows)")
+    for col in ("category", "rows", "guard blocked", "named the category", "baseline blocked"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    cats: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r["set"] == "content_safety" and r["label"]:
+            cats.setdefault(r["category"], []).append(i)
+    for cat, idx in sorted(cats.items()):
+        named = [bool(m := CATEGORY.search(g["input"][i][2])) and m.group(1) == cat for i in idx]
+        table.add_row(
+            cat,
+            str(len(idx)),
+            fmt(share([g["input"][i][0] for i in idx])),
+            fmt(share(named)),
+            fmt(share([b["input"][i][0] for i in idx])),
+        )
+    console.print(table)
+
+    table = Table(title="Requests that only sound dangerous, and greetings (must pass)")
+    for col in ("text", "guard", "baseline"):
+        table.add_column(col)
+    for i, r in enumerate(rows):
+        if r["set"] == "probes":
+            verdict = lambda s: f"BLOCKED by {s[1]}" if s[0] else "passed"  # noqa: E731
+            table.add_row(r["text"], verdict(g["input"][i]), verdict(b["input"][i]))
+    console.print(table)
+
+    table = Table(
+        title="Retrieval rails on documents (CheckRetrieval, 5 chunks a call): benign "
+        "passages dropped, planted instructions caught, per domain"
+    )
+    for col in ("domain", "kind", "guard", "baseline", "ratio"):
+        table.add_column(col, justify="left" if col in ("domain", "kind") else "right")
+    for domain in sorted({d[0] for d in docs}):
+        for planted, kind in ((0, "benign dropped"), (1, "planted caught")):
+            idx = [i for i, d in enumerate(docs) if d[0] == domain and d[3] == planted]
+            if idx:
+                gs = share([g["chunks"][i] for i in idx])
+                bs = share([b["chunks"][i] for i in idx])
+                table.add_row(domain, kind, fmt(gs), fmt(bs), ratio(gs, bs))
+    for disguise in sorted({d[2] for d in docs if d[3]}):
+        idx = [i for i, d in enumerate(docs) if d[3] and d[2] == disguise]
+        gs, bs = share([g["chunks"][i] for i in idx]), share([b["chunks"][i] for i in idx])
+        table.add_row("(all)", f"planted, {disguise}", fmt(gs), fmt(bs), ratio(gs, bs))
+    console.print(table)
+
+    # Each head alone, in process, on the same files the service loaded.
+    from shared.models.guard import GuardModel
+    from trainers.guardrails.guard_eval import evaluate
+    from trainers.guardrails.guard_eval import summary as head_summary
+
+    console.print("[bold]Each guard head alone (in process, same model files)[/bold]")
+    for line in head_summary(evaluate(GuardModel(model), args.data, 13)):
+        console.print("  " + line)
 
     load = os.getloadavg()[0]
-    table = Table(title=f"Latency through gRPC, sequential calls (ms; load average {load:.1f} "
-                        f"on {os.cpu_count()} CPUs at the end)")  # fmt: skip
-    for col in ("engine", "check", "p50", "p95", "service CPU ms/call"):
-        table.add_column(col, justify="left" if col in ("engine", "check") else "right")
-    for engine, checks in latency.items():
-        for check, (p50, p95, cpu) in checks.items():
-            table.add_row(engine, check, f"{p50:.1f}", f"{p95:.1f}", f"{cpu:.1f}")
+    table = Table(
+        title=f"Latency through gRPC, sequential calls (ms; load average {load:.1f} "
+        f"on {os.cpu_count()} CPUs at the end)"
+    )
+    for col in ("check", "guard p50", "guard p95", "baseline p50", "baseline p95", "p50 ratio"):
+        table.add_column(col, justify="left" if col == "check" else "right")
+    for check, (p50, p95) in g["latency"].items():
+        b50, b95 = b["latency"][check]
+        table.add_row(
+            check, f"{p50:.1f}", f"{p95:.1f}", f"{b50:.1f}", f"{b95:.1f}", f"{p50 / b50:.2f}x"
+        )
     console.print(table)
 
-    benign = {
-        "benign prompts": [r["text"] for r in injections if not r["label"]],
-        "SciFact passages": texts,
-    }
-    table = Table(title="NeMo Guardrails YARA rule sets on benign text (share flagged)")
-    table.add_column("rule set")
-    for source in benign:
-        table.add_column(f"{source} ({len(benign[source])})", justify="right")
-    for name, rates in yara_rates(benign).items():
-        table.add_row(name, *(f"{rates[s]:.3f}" for s in benign))
-    console.print(table)
+    if args.pii:
+        table = Table(title=f"PII, presidio-research synthetic set ({len(pii_rows)} texts)")
+        for col in ("entity", "gold", "recall", "precision"):
+            table.add_column(col, justify="right")
+        for kind, s in pii.items():
+            table.add_row(
+                kind,
+                str(s["gold"]),
+                f"{s['found'] / s['gold']:.3f}" if s["gold"] else "-",
+                f"{s['correct'] / s['pred']:.3f}" if s["pred"] else "-",
+            )
+        console.print(table)
+        benign = {
+            "benign requests": [r["text"] for r in rows if r["set"] == "benign_instructions"][:500],
+            "SciFact passages": texts,
+        }
+        table = Table(title="NeMo Guardrails YARA rule sets on benign text (share flagged)")
+        table.add_column("rule set")
+        for source in benign:
+            table.add_column(f"{source} ({len(benign[source])})", justify="right")
+        for name, rates in yara_rates(benign).items():
+            table.add_row(name, *(f"{rates[s]:.3f}" for s in benign))
+        console.print(table)
     return 0
 
 

@@ -21,6 +21,7 @@ from services.guardrails.rail_config import ragrail_section
 from services.guardrails.rails import RAILS, Flow, Rail, flows_by_name
 from services.guardrails.rails.base import STAGES, Action, Embed, LoadedRail, Resources, Stage
 from services.guardrails.settings import GuardrailsSettings
+from shared.models.guard import GuardModel, ScoreCache, find_guard_model
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class RailSet:
     flows: dict[str, tuple[Rail, Flow]]  # every flow of every registered rail
 
     @property
-    def classifier(self) -> InjectionClassifier:
+    def classifier(self) -> InjectionClassifier | GuardModel:
         return self.resources.classifier
 
     def actions(self, from_nemo: bool = True) -> dict[str, Action]:
@@ -83,14 +84,15 @@ class RailSet:
         return {k: v for loaded in self.loaded.values() for k, v in loaded.info.items()}
 
 
-def embedding_source(classifier: InjectionClassifier) -> tuple[Path, str]:
-    """The general sentence encoder the trainer paired with the classifier (head.json's
-    `embedding`): the classifier's own encoder when it was not fine-tuned."""
-    entry = classifier.head.get("embedding") or {"path": ".", "onnx_file": classifier.onnx_file}
+def embedding_source(classifier: InjectionClassifier | GuardModel) -> tuple[Path, str]:
+    """The general sentence encoder the trainer paired with the classifier (head.json's or
+    guard.json's `embedding`): the classifier's own encoder when it was not fine-tuned."""
+    spec = classifier.config if isinstance(classifier, GuardModel) else classifier.head
+    entry = spec.get("embedding") or {"path": ".", "onnx_file": classifier.onnx_file}
     return (classifier.path / str(entry["path"])).resolve(), str(entry["onnx_file"])
 
 
-def paired_encoder(classifier: InjectionClassifier, threads: int) -> Embed:
+def paired_encoder(classifier: InjectionClassifier | GuardModel, threads: int) -> Embed:
     from services.guardrails import embeddings
 
     path, onnx_file = embedding_source(classifier)
@@ -105,23 +107,34 @@ def load_railset(
     settings: GuardrailsSettings,
     rails_config: Any,
     config_file: Path,
-    general_embedder: Callable[[InjectionClassifier], Embed] | None = None,
+    general_embedder: Callable[[InjectionClassifier | GuardModel], Embed] | None = None,
 ) -> RailSet:
     """Everything but NeMo Guardrails itself. `general_embedder` gives the sentence embedding
     for topics and groundedness once the classifier is known (server.py passes NeMo
     Guardrails' configured embedding model); without it, the trainer's paired encoder."""
     sections = ragrail_section(rails_config.custom_data or {}, config_file)
-    classifier = InjectionClassifier(
-        resolve_injection_model(settings.injection_model), threads=settings.threads
-    )
-    classifier_vectors = VectorCache(classifier.embed)
+    # The guard model when one is trained (or named); else the older single-head classifier.
+    guard_path = None if settings.injection_model else find_guard_model(settings.guard_model)
+    guard: ScoreCache | None = None
+    classifier: InjectionClassifier | GuardModel
+    if guard_path is not None:
+        guard = ScoreCache(GuardModel(guard_path, threads=settings.threads))
+        classifier = guard.model
+        # Its graph also gives the packaged MiniLM's embedding: the topic rail reads the
+        # message's vector from the same cached run as the injection and safety rails.
+        classifier_vectors = VectorCache(guard.embed)
+    else:
+        classifier = InjectionClassifier(
+            resolve_injection_model(settings.injection_model), threads=settings.threads
+        )
+        classifier_vectors = VectorCache(classifier.embed)
     if general_embedder is None:
         embed_general = paired_encoder(classifier, settings.threads)
     else:
         embed_general = general_embedder(classifier)
-    same = classifier.frozen_base and embedding_source(classifier) == (
-        classifier.path.resolve(),
-        classifier.onnx_file,
+    same = guard is not None or (
+        classifier.frozen_base
+        and embedding_source(classifier) == (classifier.path.resolve(), classifier.onnx_file)
     )
     flows = flows_by_name()
     resources = Resources(
@@ -134,6 +147,7 @@ def load_railset(
         embed_general=embed_general,
         flows=configured_flows(rails_config),
         general_vector_flows=frozenset(n for n, (_, f) in flows.items() if f.general_vectors),
+        guard=guard,
     )
     used = {name for names in resources.flows.values() for name in names}
     loaded = {}

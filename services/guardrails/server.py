@@ -22,6 +22,7 @@ from services.guardrails.railset import RailSet, embedding_source, load_railset,
 from services.guardrails.results import Check
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition, InvalidArgument
+from shared.models.guard import GuardModel
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from shared.server import Built, ServiceSpec
 from shared.version import VERSION
@@ -176,7 +177,7 @@ def nemo_embedder(rails_config: Any, threads: int) -> Any:
     """NeMo Guardrails' configured embedding model (config.yml `models`, type embeddings), as
     an embed function; `ragrail_onnx` with `model: default` is the trainer's paired encoder."""
 
-    def build(classifier: InjectionClassifier) -> Any:
+    def build(classifier: InjectionClassifier | GuardModel) -> Any:
         from nemoguardrails.embeddings.providers import init_embedding_model
 
         from services.guardrails import embeddings

@@ -42,6 +42,12 @@ class GuardrailsSettings(ServiceSettings):
         "expressions and compiled YARA rules (services/guardrails/colang.py; same results, "
         "measured faster); false runs NeMo Guardrails' runtime as shipped.",
     )
+    guard_model: str = Field(
+        "",
+        description="Guard model directory (injection, content-safety and document-injection "
+        "heads; written by `python -m trainers.guardrails --all`); empty loads the newest "
+        "under models/guardrails/, else falls back to the injection classifier below.",
+    )
     injection_model: str = Field(
         "",
         description="Prompt-injection classifier directory (written by `python -m "

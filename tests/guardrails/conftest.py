@@ -1,5 +1,7 @@
-"""A classifier trained by `python -m trainers.guardrails` on tests/fixtures/injections (the
-frozen-encoder recipe: seconds, no fine-tuning), and helpers to run the service on it."""
+"""The guard model trained by `python -m trainers.guardrails --all` on tests/fixtures/guard
+(a few hundred hand-made rows, one trained layer: about 90 CPU seconds), the older single-head
+classifier on tests/fixtures/injections (frozen-encoder recipe), and helpers to run the
+service on them."""
 
 from __future__ import annotations
 
@@ -14,7 +16,37 @@ import yaml
 from tests.conftest import REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "injections"
+GUARD_FIXTURE = REPO / "tests" / "fixtures" / "guard"
 PACKAGED_CONFIG = REPO / "services" / "guardrails" / "config"
+GUARD_TRAINING = [
+    "--all", "--data", str(GUARD_FIXTURE), "--frozen-layers", "5", "--epochs", "8",
+    "--holdout", "0.3", "--max-length", "64", "--planted-per-passage", "2", "--seed", "5",
+]  # fmt: skip
+# The fixture model learns from a few hundred rows, and its held-out part (a few dozen) is
+# too small to choose thresholds that hold on other text: the service tests set them in
+# config.yml (what a user does to override guard.json). The real recipe chooses them on
+# thousands of held-out rows (trainers/guardrails/guard.py).
+GUARD_THRESHOLDS = {
+    "injection": {"threshold": 2.0},
+    "content_safety": {"threshold": 2.0},
+    "document_injection": {"threshold": 3.0},
+}
+
+
+@pytest.fixture(scope="session")
+def guard_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("guard-model") / "tiny"
+    done = subprocess.run(
+        [sys.executable, "-m", "trainers.guardrails", *GUARD_TRAINING, "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+             "TQDM_DISABLE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, f"training failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +75,7 @@ def config_copy(target: Path, input_flows: list[str] | None = None, **ragrail: d
     config = yaml.safe_load((target / "config.yml").read_text(encoding="utf-8"))
     section = config["custom_data"]["ragrail"]
     section["grounding"]["scorer"] = "embedding"
-    for key, value in ragrail.items():
+    for key, value in {**GUARD_THRESHOLDS, **ragrail}.items():
         section[key] = {**section.get(key, {}), **value}
     if input_flows is not None:
         config["rails"]["input"]["flows"] = input_flows

@@ -90,10 +90,10 @@ def run_all(engine: NemoEngine) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def parts(injection_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+def parts(guard_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     config_dir = config_copy(tmp_path_factory.mktemp("colang") / "config")
     os.environ.setdefault("NEMO_GUARDRAILS_NO_USAGE_STATS", "1")
-    settings = GuardrailsSettings(injection_model=str(injection_model), config_dir=str(config_dir))
+    settings = GuardrailsSettings(guard_model=str(guard_model), config_dir=str(config_dir))
     rails_config, railset = load_rails(settings)
     was_installed = bool(colang._installed)
     colang.uninstall()

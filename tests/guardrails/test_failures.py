@@ -42,14 +42,14 @@ def start_and_fail(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("broken", ["model_int8.onnx", "head.json", "tokenizer.json"])
+@pytest.mark.parametrize("broken", ["model_int8.onnx", "guard.json", "tokenizer.json"])
 def test_broken_model_file_stops_startup_naming_it(
-    injection_model: Path, tmp_path: Path, broken: str
+    guard_model: Path, tmp_path: Path, broken: str
 ) -> None:
     model = tmp_path / "model"
-    shutil.copytree(injection_model, model)
+    shutil.copytree(guard_model, model)
     (model / broken).write_bytes(b"\x00 not what this file should hold \x00")
-    done = start_and_fail({"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(model)})
+    done = start_and_fail({"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(model)})
     output = done.stdout + done.stderr
     assert done.returncode == 2, output[-3000:]
     assert "cannot start" in output
@@ -59,18 +59,18 @@ def test_broken_model_file_stops_startup_naming_it(
 
 
 def test_missing_model_stops_startup_with_the_training_command(tmp_path: Path) -> None:
-    done = start_and_fail({"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(tmp_path / "nothing")})
+    done = start_and_fail({"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(tmp_path / "nothing")})
     assert done.returncode == 2
     assert "python -m trainers.guardrails" in done.stdout + done.stderr
 
 
 def test_bad_rail_config_stops_startup_naming_the_field(
-    injection_model: Path, tmp_path: Path
+    guard_model: Path, tmp_path: Path
 ) -> None:
     config = config_copy(tmp_path / "config", pii={"input_action": "shout"})
     done = start_and_fail(
         {
-            "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+            "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
             "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
         }
     )
@@ -108,7 +108,7 @@ def input_check(target: str, text: str) -> guardrails_pb2.RailResult:
 
 @pytest.mark.parametrize("engine", ["nemo", "direct"])
 def test_rail_error_fails_closed_and_says_so(
-    injection_model: Path, tmp_path: Path, engine: str
+    guard_model: Path, tmp_path: Path, engine: str
 ) -> None:
     """A YARA rule set NeMo Guardrails cannot load makes its `injection detection` action
     raise on every answer: the answer is blocked and the activation marked errored."""
@@ -117,7 +117,7 @@ def test_rail_error_fails_closed_and_says_so(
     data["rails"]["config"]["injection_detection"]["yara_path"] = str(tmp_path / "no-rules")
     (config / "config.yml").write_text(yaml.safe_dump(data), encoding="utf-8")
     env = {
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+        "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
         "RAGRAIL_GUARDRAILS_ENGINE": engine,
     }
@@ -133,10 +133,10 @@ def test_rail_error_fails_closed_and_says_so(
         assert fine.verdict == guardrails_pb2.VERDICT_ALLOW, fine
 
 
-def test_direct_engine_gives_the_same_verdicts(injection_model: Path, tmp_path: Path) -> None:
+def test_direct_engine_gives_the_same_verdicts(guard_model: Path, tmp_path: Path) -> None:
     config = config_copy(tmp_path / "config")
     env = {
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+        "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
         "RAGRAIL_GUARDRAILS_ENGINE": "direct",
     }

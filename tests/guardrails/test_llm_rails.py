@@ -86,7 +86,7 @@ def activation(result: guardrails_pb2.RailResult, rail: str) -> guardrails_pb2.R
 
 
 def test_self_checks_run_on_the_generator_and_report_their_verdict(
-    generator: Service, injection_model: Path, tmp_path: Path
+    generator: Service, guard_model: Path, tmp_path: Path
 ) -> None:
     config = llm_config(
         tmp_path / "config",
@@ -95,7 +95,7 @@ def test_self_checks_run_on_the_generator_and_report_their_verdict(
         ["self check output"],
     )
     env = {
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+        "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
     }
     with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
@@ -120,7 +120,7 @@ def test_self_checks_run_on_the_generator_and_report_their_verdict(
 
 
 def test_unreachable_generator_blocks_input_and_says_why(
-    injection_model: Path, tmp_path: Path
+    guard_model: Path, tmp_path: Path
 ) -> None:
     nowhere = f"127.0.0.1:{free_port()}"  # nothing listens there
     config = llm_config(tmp_path / "config", nowhere, ["self check input"], [])
@@ -128,7 +128,7 @@ def test_unreachable_generator_blocks_input_and_says_why(
     data["models"][-1]["parameters"]["timeout_s"] = 3
     (config / "config.yml").write_text(yaml.safe_dump(data), encoding="utf-8")
     env = {
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+        "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
     }
     with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
@@ -141,14 +141,14 @@ def test_unreachable_generator_blocks_input_and_says_why(
         assert "failing closed" in result.reason
 
 
-def test_llm_rail_without_a_model_stops_startup(injection_model: Path, tmp_path: Path) -> None:
+def test_llm_rail_without_a_model_stops_startup(guard_model: Path, tmp_path: Path) -> None:
     config = config_copy(tmp_path / "config")
     data = yaml.safe_load((config / "config.yml").read_text(encoding="utf-8"))
     data["rails"]["input"]["flows"].append("self check input")
     (config / "config.yml").write_text(yaml.safe_dump(data), encoding="utf-8")
     done = start_and_fail(
         {
-            "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+            "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
             "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
         }
     )

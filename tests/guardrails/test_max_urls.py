@@ -27,7 +27,7 @@ def test_off_in_the_packaged_config() -> None:
 
 @pytest.mark.parametrize("engine", ["nemo", "direct"])
 def test_blocks_a_message_with_too_many_links(
-    injection_model: Path, tmp_path: Path, engine: str
+    guard_model: Path, tmp_path: Path, engine: str
 ) -> None:
     config = config_copy(
         tmp_path / "config",
@@ -35,7 +35,7 @@ def test_blocks_a_message_with_too_many_links(
         max_urls={"max_urls": 2},
     )
     env = {
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(injection_model),
+        "RAGRAIL_GUARDRAILS_GUARD_MODEL": str(guard_model),
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
         "RAGRAIL_GUARDRAILS_ENGINE": engine,
     }

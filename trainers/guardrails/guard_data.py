@@ -168,6 +168,7 @@ class Budget:
     planted_per_passage: float = 1.0  # planted copies per passage (fractions: some)
     holdout: float = 0.2
     caps: dict[str, int] = field(default_factory=dict)  # most rows trained on, per source
+    repeats: dict[str, int] = field(default_factory=dict)  # times a source's rows are trained on
 
 
 def build(
@@ -201,6 +202,9 @@ def build(
             # A cap on what is trained on only: held-out rows cost a forward pass, not a
             # training step, and more of them make the thresholds more exact.
             fit = cap(fit, budget.caps.get(source, 0), rng)
+            # A small set that matters (deepset's injections are unlike the larger sets')
+            # seen several times per epoch.
+            fit = fit * max(1, budget.repeats.get(source, 1))
             data.fit += fit
             data.held += held
             data.sources[source] = {"fit": len(fit), "held": len(held)}

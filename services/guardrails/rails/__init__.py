@@ -6,7 +6,9 @@ To add a rail: write its folder (docs/adding-a-rail.md) and add one line below.
 """
 
 from services.guardrails.rails import (
+    content_safety,
     deny_list,
+    document_injection,
     grounding,
     injection,
     limits,
@@ -21,8 +23,10 @@ RAILS: list[Rail] = [
     limits.RAIL,
     deny_list.RAIL,
     injection.RAIL,
+    content_safety.RAIL,
     topics.RAIL,
     pii.RAIL,
+    document_injection.RAIL,
     grounding.RAIL,
     max_urls.RAIL,
     # NeMo Guardrails' own library flows the direct engine can also run.

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from services.guardrails.classifier import InjectionClassifier
     from services.guardrails.railset import VectorCache
     from services.guardrails.settings import GuardrailsSettings
+    from shared.models.guard import GuardModel, ScoreCache
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,9 @@ class Resources:
     settings: GuardrailsSettings
     rails_config: Any  # nemoguardrails.RailsConfig
     config_file: Path
-    classifier: InjectionClassifier
+    # The guard model when one is trained (reported in Info, paired with the embedding
+    # model), else the single-head injection classifier of the older recipe.
+    classifier: InjectionClassifier | GuardModel
     # The classifier's encoder and the general sentence encoder (config.yml's embedding
     # model), each behind a cache of recent texts; the same object when they are one model.
     classifier_vectors: VectorCache
@@ -134,6 +137,9 @@ class Resources:
     flows: dict[Stage, list[str]]
     # Input flows that embed the message with the general encoder (Flow.general_vectors).
     general_vector_flows: frozenset[str] = frozenset()
+    # The guard model (shared/models/guard.py: injection, content-safety and document heads
+    # on one graph) behind a cache of recent texts; None with an older classifier.
+    guard: ScoreCache | None = None
 
     def embeds_ahead(self, flow: str) -> bool:
         """Whether the input flow `flow` should also embed the message with the general

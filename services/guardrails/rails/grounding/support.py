@@ -224,11 +224,12 @@ class GroundingRail:
         if not spans:
             return Outcome(details={"sentences": 0})
         if not context:
+            # No knowledge base was used (or every chunk was dropped, which the retrieval
+            # rails already report): there is nothing to check the answer against, and a
+            # greeting or a general question must not be refused for it. Fail soft.
             return Outcome(
-                "block" if self.action == "block" else "modify",
-                "no context to ground the answer on",
-                None if self.action == "block" else answer + self.marker,
-                details={"sentences": len(spans), "supported": 0},
+                reason="not checked: no context to ground the answer on",
+                details={"sentences": len(spans), "grounded": "no context"},
             )
         pieces = [
             piece

@@ -1,6 +1,8 @@
-"""Prompt injection: the trained classifier (services/guardrails/classifier.py) on a user
-message, and on retrieved chunks in windows, since an instruction hidden in the middle of a
-long passage would fall outside the encoder's token window.
+"""Prompt injection and jailbreaks: the guard model's injection head (shared/models/guard.py,
+`python -m trainers.guardrails --all`) on the user's message; or, with only a classifier of
+the older single-head recipe (head.json), that classifier on the message and, in windows, on
+retrieved chunks, since an instruction hidden in the middle of a long passage would fall
+outside the encoder's token window.
 
 The classifier is loaded once for the whole service (Resources.classifier): the default
 embedding model is its paired encoder, and its vectors are cached for the topic rail."""
@@ -105,7 +107,45 @@ def chunk_threshold(settings: InjectionSettings, classifier: InjectionClassifier
     return classifier.threshold
 
 
+def load_guard(settings: InjectionSettings, resources: Resources) -> LoadedRail:
+    """With the guard model: its injection head on the message (one cached graph run shared
+    with the content-safety and topic rails), and on chunks its document head, which was
+    trained on documents (the document_injection rail; `ragrail chunk injection` stays for
+    configurations written before it)."""
+    from services.guardrails.rails.document_injection.actions import DocumentInjectionRail
+    from services.guardrails.rails.guard_heads import guard_of, threshold, verdict
+
+    guard = guard_of(resources, "injection")
+    limit = threshold(guard, "injection", settings.threshold)
+    column = guard.model.head("injection").logit
+
+    async def ragrail_injection(text: str) -> dict[str, Any]:
+        def run() -> Outcome:
+            score = float(guard([text]).logits[0, column])
+            return verdict(score, limit, "prompt injection or jailbreak")
+
+        return await guarded("injection", settings.on_error, run)
+
+    documents = DocumentInjectionRail(
+        guard.model,
+        threshold(guard, "document", settings.retrieval_threshold),
+        int(guard.model.head("document").config.get("window_chars") or settings.window_chars),
+    )
+    ragrail_chunk_injection = chunk_action(
+        "chunk injection", settings.on_error, documents.check_chunks
+    )
+    return LoadedRail(
+        {
+            "ragrail_injection": ragrail_injection,
+            "ragrail_chunk_injection": ragrail_chunk_injection,
+        },
+        info={"injection_threshold": f"{limit:.4f}"},
+    )
+
+
 def load(settings: InjectionSettings, resources: Resources) -> LoadedRail:
+    if getattr(resources, "guard", None) is not None:
+        return load_guard(settings, resources)
     classifier = resources.classifier
     threshold = classifier.threshold if settings.threshold is None else settings.threshold
     rail = InjectionRail(classifier, threshold, chunk_threshold(settings, classifier))

@@ -1,0 +1,29 @@
+"""Content safety: the guard model's unsafe head (with its hazard category) on the user's
+message and on the answer."""
+
+from pathlib import Path
+
+from services.guardrails.rails.base import Flow, Rail
+from services.guardrails.rails.content_safety.actions import load
+from services.guardrails.rails.content_safety.settings import ContentSafetySettings
+
+RAIL = Rail(
+    name="content_safety",
+    settings=ContentSafetySettings,
+    flows=(
+        Flow(
+            "ragrail content safety",
+            "input",
+            "ragrail_content_safety",
+            {"text": "$user_message", "source": "input"},
+        ),
+        Flow(
+            "ragrail content safety on output",
+            "output",
+            "ragrail_content_safety",
+            {"text": "$bot_message", "source": "output"},
+        ),
+    ),
+    load=load,
+    folder=Path(__file__).parent,
+)
