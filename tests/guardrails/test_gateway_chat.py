@@ -172,3 +172,22 @@ def test_a_down_guardrails_service_is_a_503_naming_it(suite) -> None:  # type: i
             )
     assert caught.value.status_code == 503
     assert "guardrails service" in caught.value.message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_when_every_source_is_withheld_the_answer_says_so_and_why(
+    chat: openai.OpenAI, suite, stream: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """A collection whose only document carries a planted instruction: the retrieval rail
+    drops it, and the answer says the source was withheld, by which rail, not a bare
+    refusal."""
+    name = "planted-only"
+    assert suite.http.post("/v1/collections", json={"name": name}).status_code in (201, 409)
+    body = {"collection": name, "documents": [DOCUMENTS[1]]}
+    assert suite.http.post("/v1/documents", json=body).status_code == 200
+    answer, finish, extra = ask(chat, "What are bees?", stream, collection=name)
+    assert finish == "content_filter"
+    assert "withheld by the guardrails" in answer and "ragrail document injection" in answer
+    assert answer != REFUSAL
+    (dropped,) = extra["guardrails"]["retrieval"]
+    assert dropped["verdict"] == "block"

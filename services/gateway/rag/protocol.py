@@ -142,6 +142,9 @@ class ChatState:
     timings: StageTimings = field(default_factory=StageTimings)
     warnings: list[str] = field(default_factory=list)
     blocked: bool = False  # the input rails refused the question: nothing is generated
+    # Set with `blocked` when the retrieval rails dropped every chunk found: what the answer
+    # says instead of the refusal (which sources were withheld, by which rail and why).
+    withheld: str = ""
     query: str = ""  # what was retrieved with
     passages: list[Passage] = field(default_factory=list)  # retrieved, then checked
     prompt: Prompt | None = None

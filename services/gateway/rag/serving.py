@@ -85,7 +85,7 @@ class ChatServing:
             await stage(chat)
 
     def _refuse(self, chat: ChatState) -> None:
-        chat.answer = Answer(self.settings.chat_refusal, "content_filter")
+        chat.answer = Answer(chat.withheld or self.settings.chat_refusal, "content_filter")
 
     def _finish(self, chat: ChatState) -> ChatCompletion:
         chat.timings.total_ms = chat.ms_since(chat.started)
@@ -109,7 +109,8 @@ class ChatServing:
         if chat.blocked:
             self._refuse(chat)
             yield responses.delta(chat, {"role": "assistant", "content": ""})
-            yield responses.delta(chat, {"content": self.settings.chat_refusal})
+            assert chat.answer is not None
+            yield responses.delta(chat, {"content": chat.answer.text})
             yield responses.final(chat, self._finish(chat))
             yield responses.DONE
             return

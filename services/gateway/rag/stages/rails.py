@@ -83,7 +83,22 @@ class RetrievalRails(_RailStage):
             metrics.RAIL_VERDICTS.labels("retrieval", verdict.verdict).inc()
             if verdict.verdict == "modify":
                 kept.append(passage.with_text(verdict.modified_text))  # redacted
+        if chat.passages and not kept:
+            chat.blocked = True
+            chat.withheld = withheld_text(chat.report.retrieval)
         chat.passages = kept
+
+
+def withheld_text(dropped: list[dict[str, str]]) -> str:
+    """What the answer says when the retrieval rails dropped every chunk found: not a bare
+    refusal, but that sources exist and were withheld, by which rail and why."""
+    n = len(dropped)
+    reasons = list(dict.fromkeys(f"{d['rail']}: {d['reason']}" for d in dropped))[:2]
+    return (
+        f"{'The source' if n == 1 else f'All {n} sources'} found for this question "
+        f"{'was' if n == 1 else 'were'} withheld by the guardrails, so there is nothing to "
+        f"answer from ({'; '.join(reasons)})."
+    )
 
 
 class OutputRails(_RailStage):
