@@ -29,8 +29,27 @@ _encoders: dict[tuple[str, str], Any] = {}
 
 
 def set_default(path: Path, onnx_file: str, threads: int, max_length: int = 0) -> None:
-    """What `model: default` means in this process."""
+    """What `model: default` means in this process (set again on each reload)."""
+    _default.clear()
     _default.update(path=path, onnx_file=onnx_file, threads=threads, max_length=max_length)
+
+
+def set_default_encoder(loaded: Any) -> None:
+    """`model: default` is this loaded encoder (the packaged MiniLM before a guard model is
+    trained)."""
+    _default.clear()
+    _default.update(encoder=loaded)
+
+
+def packaged() -> Any:
+    """The packaged all-MiniLM-L6-v2 on numpy (minilm.py), loaded once per process."""
+    from services.guardrails.minilm import PackagedMiniLM
+
+    key = ("packaged", "all-MiniLM-L6-v2")
+    with _lock:
+        if key not in _encoders:
+            _encoders[key] = PackagedMiniLM()
+        return _encoders[key]
 
 
 def encoder(path: Path, onnx_file: str, threads: int = 0, max_length: int = 0) -> Any:
@@ -48,7 +67,7 @@ class OnnxEmbeddingModel(EmbeddingModel):
         if embedding_model == DEFAULT_MODEL:
             if not _default:
                 raise RuntimeError("ragrail_onnx: no default embedding model was set")
-            self.encoder = encoder(
+            self.encoder = _default.get("encoder") or encoder(
                 _default["path"],
                 _default["onnx_file"],
                 _default["threads"],

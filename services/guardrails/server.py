@@ -18,7 +18,14 @@ import numpy as np
 from services.guardrails.classifier import InjectionClassifier
 from services.guardrails.engine import ENGINES, Engine
 from services.guardrails.rail_config import add_rail_flows
-from services.guardrails.railset import RailSet, embedding_source, load_railset, paired_encoder
+from services.guardrails.railset import (
+    PENDING_REASON,
+    RailSet,
+    embedding_source,
+    load_railset,
+    paired_encoder,
+)
+from services.guardrails.reload import install_reload
 from services.guardrails.results import Check
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition, InvalidArgument
@@ -58,9 +65,22 @@ def to_proto(check: Check) -> guardrails_pb2.RailResult:
 
 class GuardrailsServicer(guardrails_pb2_grpc.GuardrailsServicer):
     def __init__(self, engine: Engine, settings: GuardrailsSettings, info: dict[str, str]) -> None:
-        self.engine = engine
         self.settings = settings
-        self.info = info
+        # One attribute, so a reload (reload.py) swaps engine and info together; a check
+        # holds the engine it started on until it finishes.
+        self.loaded = (engine, info)
+
+    @property
+    def engine(self) -> Engine:
+        return self.loaded[0]
+
+    @property
+    def info(self) -> dict[str, str]:
+        return self.loaded[1]
+
+    def switch(self, engine: Engine, info: dict[str, str]) -> None:
+        """Serve new checks with `engine` from now on; checks running keep the old one."""
+        self.loaded = (engine, info)
 
     def _text(self, field: str, text: str, required: bool = True) -> None:
         if required and not text.strip():
@@ -136,17 +156,18 @@ class GuardrailsServicer(guardrails_pb2_grpc.GuardrailsServicer):
     async def Info(
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> guardrails_pb2.GuardrailsInfo:
+        engine, info = self.loaded
         return guardrails_pb2.GuardrailsInfo(
             service=common_pb2.ServiceInfo(
                 service="guardrails",
                 version=VERSION,
-                backend=f"nemoguardrails ({self.engine.name})",
-                model=self.info["injection_model"],
-                details=self.info,
+                backend=f"nemoguardrails ({engine.name})",
+                model=info["injection_model"],
+                details=info,
             ),
-            input_rails=self.engine.input_rails,
-            retrieval_rails=self.engine.retrieval_rails,
-            output_rails=self.engine.output_rails,
+            input_rails=engine.input_rails,
+            retrieval_rails=engine.retrieval_rails,
+            output_rails=engine.output_rails,
         )
 
 
@@ -177,7 +198,7 @@ def nemo_embedder(rails_config: Any, threads: int) -> Any:
     """NeMo Guardrails' configured embedding model (config.yml `models`, type embeddings), as
     an embed function; `ragrail_onnx` with `model: default` is the trainer's paired encoder."""
 
-    def build(classifier: InjectionClassifier | GuardModel) -> Any:
+    def build(classifier: InjectionClassifier | GuardModel | None) -> Any:
         from nemoguardrails.embeddings.providers import init_embedding_model
 
         from services.guardrails import embeddings
@@ -185,8 +206,11 @@ def nemo_embedder(rails_config: Any, threads: int) -> Any:
         entry = next((m for m in rails_config.models if m.type == "embeddings"), None)
         if entry is None:
             return paired_encoder(classifier, threads)
-        path, onnx_file = embedding_source(classifier)
-        embeddings.set_default(path, onnx_file, threads)
+        if classifier is None:  # nothing trained yet: the packaged MiniLM
+            embeddings.set_default_encoder(embeddings.packaged())
+        else:
+            path, onnx_file = embedding_source(classifier)
+            embeddings.set_default(path, onnx_file, threads)
         try:
             model = init_embedding_model(entry.model, entry.engine, entry.parameters or {})
         except FailedPrecondition:
@@ -216,7 +240,25 @@ def load_rails(settings: GuardrailsSettings) -> tuple[Any, RailSet]:
     return rails_config, railset
 
 
+def model_info(railset: RailSet) -> dict[str, str]:
+    """Info details on the models: `guard_model` is its directory, `pending` (not trained
+    yet: its rails allow) or `none` (an older injection classifier is configured)."""
+    classifier = railset.classifier
+    guard = railset.resources.guard
+    info = {
+        "injection_model": (
+            str(classifier.path / classifier.onnx_file) if classifier is not None else "pending"
+        ),
+        "guard_model": str(guard.model.path) if guard is not None else "none",
+    }
+    if railset.pending:
+        info.update(guard_model="pending", guard_model_status=PENDING_REASON)
+    return info
+
+
 def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
+    """The engine on the configured rails and models, and the Info details; at startup and
+    on each reload (SIGHUP, reload.py)."""
     config_dir = settings.config_path()
     rails_config, railset = load_rails(settings)
     engine = ENGINES[settings.engine](rails_config, railset, settings.colang_speedups)
@@ -224,9 +266,15 @@ def load_engine(settings: GuardrailsSettings) -> tuple[Engine, dict[str, str]]:
         "engine": settings.engine,
         "colang_speedups": str(engine.speedups).lower(),
         "config_dir": str(config_dir),
-        "injection_model": str(railset.classifier.path / railset.classifier.onnx_file),
+        **model_info(railset),
         **railset.info(),
     }
+    if railset.pending:
+        pending = [r for r, v in railset.info().items() if v == "pending"]
+        log.warning(
+            "guard model not trained yet: its rails allow everything until it is",
+            extra={"pending_rails": pending, "how": PENDING_REASON},
+        )
     return engine, info
 
 
@@ -236,6 +284,7 @@ async def build(settings: GuardrailsSettings) -> Built:
         logging.getLogger("nemoguardrails").setLevel(logging.WARNING)
     engine, info = await asyncio.to_thread(load_engine, settings)
     servicer = GuardrailsServicer(engine, settings, info)
+    install_reload(servicer, settings, load_engine)
     return Built(
         specs=[
             ServiceSpec(

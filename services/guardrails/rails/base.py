@@ -126,8 +126,9 @@ class Resources:
     rails_config: Any  # nemoguardrails.RailsConfig
     config_file: Path
     # The guard model when one is trained (reported in Info, paired with the embedding
-    # model), else the single-head injection classifier of the older recipe.
-    classifier: InjectionClassifier | GuardModel
+    # model), else the single-head injection classifier of the older recipe; None before
+    # either is trained (the general encoder is then the packaged MiniLM).
+    classifier: InjectionClassifier | GuardModel | None
     # The classifier's encoder and the general sentence encoder (config.yml's embedding
     # model), each behind a cache of recent texts; the same object when they are one model.
     classifier_vectors: VectorCache
@@ -140,6 +141,9 @@ class Resources:
     # The guard model (shared/models/guard.py: injection, content-safety and document heads
     # on one graph) behind a cache of recent texts; None with an older classifier.
     guard: ScoreCache | None = None
+    # No model configured and no guard model trained yet: the rails that need it (Rail.needs)
+    # are loaded pending, allowing with the reason, until a reload finds one.
+    pending: bool = False
 
     def embeds_ahead(self, flow: str) -> bool:
         """Whether the input flow `flow` should also embed the message with the general
@@ -171,6 +175,10 @@ class Rail:
     # The flows and actions are NeMo Guardrails' own (its library): the nemo engine runs them
     # from there and registers nothing; `load` gives the direct engine the same actions.
     from_nemo: bool = False
+    # The model it runs on: "guard" (the guard model), "classifier" (the guard model or the
+    # older injection classifier), "" (none, or one it loads itself). Until that model is
+    # trained the rail is loaded pending (railset.pending_rail) instead of `load`.
+    needs: Literal["", "guard", "classifier"] = ""
 
     @property
     def flows_file(self) -> Path | None:

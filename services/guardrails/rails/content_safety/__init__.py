@@ -25,5 +25,6 @@ RAIL = Rail(
         ),
     ),
     load=load,
+    needs="guard",
     folder=Path(__file__).parent,
 )

@@ -12,5 +12,6 @@ RAIL = Rail(
     settings=DocumentInjectionSettings,
     flows=(Flow("ragrail document injection", "retrieval", "ragrail_document_injection"),),
     load=load,
+    needs="guard",
     folder=Path(__file__).parent,
 )

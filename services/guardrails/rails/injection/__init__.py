@@ -18,5 +18,6 @@ RAIL = Rail(
         Flow("ragrail chunk injection", "retrieval", "ragrail_chunk_injection"),
     ),
     load=load,
+    needs="classifier",
     folder=Path(__file__).parent,
 )
