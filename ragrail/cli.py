@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 import typer
@@ -16,6 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ragrail.client import DEFAULT_URL, GatewayClient, GatewayError, batches, find_documents
+
+if TYPE_CHECKING:
+    from ragrail.launcher import Supervisor
 
 app = typer.Typer(
     help="ragrail: retrieval-augmented generation services with guardrails.",
@@ -84,11 +88,19 @@ def up(
     sample: Annotated[
         bool, typer.Option(help="Ingest the sample corpus, run a search and ask a question.")
     ] = False,
+    rails: Annotated[
+        bool,
+        typer.Option(
+            "--rails/--no-rails",
+            help="Start the guardrails service (the default; on a first start it trains the "
+            "guard model in the background) or run the gateway without rails.",
+        ),
+    ] = True,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
     from ragrail.launcher import Supervisor, start_metrics
 
-    supervisor = Supervisor(data_dir.resolve(), console.print)
+    supervisor = Supervisor(data_dir.resolve(), console.print, rails=rails)
     metrics_port = start_metrics(console.print)
 
     async def main() -> None:
@@ -113,10 +125,13 @@ def up(
         console.print(f"API docs: {gateway.url}/docs   health: {gateway.url}/v1/health")
         if metrics_port > 0:
             console.print(f"launcher metrics (restarts): http://127.0.0.1:{metrics_port}/metrics")
-        if sample:
+        # Restarts, and the reload after the guard model's training, run from here on (also
+        # while the sample question waits for that training).
+        watching = asyncio.create_task(supervisor.watch(stop))
+        if sample and await _wait_for_rails(supervisor, stop):
             await asyncio.to_thread(_demo, gateway.url)
         console.print("[bold]ragrail is up.[/bold] Press Ctrl-C to stop.")
-        await supervisor.watch(stop)
+        await watching
 
     try:
         asyncio.run(main())
@@ -127,6 +142,46 @@ def up(
         console.print("stopping services ...")
         supervisor.down()
         console.print("stopped.")
+
+
+def _last_line(path: Path, width: int = 70) -> str:
+    """The trainer's latest progress line, shortened to fit a status line."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(log.seek(0, 2) - 4096, 0))
+            lines = log.read().decode("utf-8", "replace").replace("\r", "\n").splitlines()
+    except OSError:
+        return ""
+    line = next((x.strip() for x in reversed(lines) if x.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+async def _wait_for_rails(supervisor: Supervisor, stop: asyncio.Event) -> bool:
+    """`up --sample` on a first start: wait for the guard model's training and the
+    guardrails service's reload, so the sample question is answered with every rail on.
+    False when stopped meanwhile."""
+    from ragrail.launcher import guard_model_state
+
+    training, child = supervisor.training, supervisor.rails_child()
+    if training is None or child is None:
+        return True  # nothing is training: the rails are as complete as they get
+    with console.status("") as line:
+        while not stop.is_set():
+            if training.outcome == "failed":
+                console.print("asking the sample question with the guard model's rails pending")
+                return True
+            if training.outcome == "done" and not supervisor.reload_due:
+                state = await guard_model_state(child.url)
+                if state not in ("", "pending"):
+                    console.print(f"every rail is on (guard model {state})")
+                    return True
+                doing = "the guardrails service is loading the guard model"
+            else:
+                doing = f"training the guard model ({_last_line(training.log_path)})"
+            line.update(f"{doing}, {training.elapsed()} so far; the sample question waits")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    return False
 
 
 def _demo(gateway_url: str) -> None:

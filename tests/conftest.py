@@ -170,9 +170,9 @@ def suite_env(data_dir: Path) -> dict[str, str]:
     env["RAGRAIL_GATEWAY_RETRIEVER_URL"] = f"127.0.0.1:{env['RAGRAIL_RETRIEVER_PORT']}"
     env["RAGRAIL_GATEWAY_GENERATOR_URL"] = f"127.0.0.1:{env['RAGRAIL_GENERATOR_PORT']}"
     env["RAGRAIL_GATEWAY_MAX_REQUEST_MB"] = "2"
-    # The suite runs without rails wherever it runs (CI has no trained classifier; a
-    # developer's models/guardrails/ would otherwise put the gateway's chat behind them);
-    # tests/guardrails starts that service on its own.
+    # The suite runs without rails wherever it runs (`suite` starts it as `ragrail up
+    # --no-rails`: a developer's models/guardrails/ would otherwise put the gateway's chat
+    # behind them); tests/guardrails starts that service on its own.
     env["RAGRAIL_GUARDRAILS_INJECTION_MODEL"] = str(data_dir / "no-guardrails-model")
     return env
 
@@ -205,7 +205,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     env = suite_env(data_dir)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    supervisor = Supervisor(data_dir, print)
+    supervisor = Supervisor(data_dir, print, rails=False)
     try:
         asyncio.run(supervisor.up())
         yield Suite(supervisor, env)

@@ -54,7 +54,8 @@ def _alive(pid: int) -> bool:
 def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Path) -> None:
     env = {**os.environ, **suite_env(tmp_path), "COLUMNS": "200"}
     proc = subprocess.Popen(
-        [*RAGRAIL, "up", "--sample", "--data-dir", str(tmp_path)],
+        # Without rails: tests/ragrail/test_guard_training.py runs a first start with them.
+        [*RAGRAIL, "up", "--sample", "--no-rails", "--data-dir", str(tmp_path)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -66,6 +67,7 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
     try:
         _wait_for(proc, "ragrail is up", lines, timeout_s=240)
         output = "".join(lines)
+        assert "not starting guardrails (--no-rails)" in output, output
         assert "honeybee-colonies.md" in output, output  # the demo search answered from the sample
         # ... and the demo question was answered through /v1/chat/completions, with sources
         assert "ask: how do honeybees" in output and "[1] honeybee-colonies.md" in output, output

@@ -28,7 +28,7 @@ def test_without_a_reranker_model_the_suite_runs_without_reranking(tmp_path: Pat
     said: list[str] = []
     supervisor = Supervisor(tmp_path / "data", said.append)
     names = [c.spec.name for c in supervisor.children]
-    assert names == ["embedder", "retriever", "generator", "gateway"]
+    assert names == ["embedder", "retriever", "generator", "guardrails", "gateway"]
     assert "RAGRAIL_GATEWAY_RERANKER_URL" not in supervisor.child("gateway").env
     assert any("not starting reranker" in s for s in said)
 
@@ -42,7 +42,7 @@ def test_a_trained_reranker_is_started_and_the_gateway_pointed_at_it(
     monkeypatch.setenv("RAGRAIL_RERANKER_PORT", "50999")
     supervisor = Supervisor(tmp_path / "data", print)
     names = [c.spec.name for c in supervisor.children]
-    assert names == ["embedder", "retriever", "reranker", "generator", "gateway"]
+    assert names == ["embedder", "retriever", "reranker", "generator", "guardrails", "gateway"]
     assert supervisor.child("gateway").env["RAGRAIL_GATEWAY_RERANKER_URL"] == "127.0.0.1:50999"
 
 
