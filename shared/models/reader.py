@@ -224,6 +224,8 @@ class Reader:
 
     def _windows(self, q_ids: list[int], n_tokens: int) -> list[tuple[int, int]]:
         width = max(self.max_length - len(q_ids) - 3, 8)
+        if n_tokens == 0:
+            return []  # nothing to read: the passage gets the empty answer
         if n_tokens <= width:
             return [(0, n_tokens)]
         step = max(width - self.stride, 1)

@@ -181,7 +181,7 @@ def test_when_every_source_is_withheld_the_answer_says_so_and_why(
     """A collection whose only document carries a planted instruction: the retrieval rail
     drops it, and the answer says the source was withheld, by which rail, not a bare
     refusal."""
-    name = "planted-only"
+    name = "planted_only"
     assert suite.http.post("/v1/collections", json={"name": name}).status_code in (201, 409)
     body = {"collection": name, "documents": [DOCUMENTS[1]]}
     assert suite.http.post("/v1/documents", json=body).status_code == 200
