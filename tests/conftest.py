@@ -173,7 +173,6 @@ def suite_env(data_dir: Path) -> dict[str, str]:
     # The suite runs without rails wherever it runs (`suite` starts it as `ragrail up
     # --no-rails`: a developer's models/guardrails/ would otherwise put the gateway's chat
     # behind them); tests/guardrails starts that service on its own.
-    env["RAGRAIL_GUARDRAILS_INJECTION_MODEL"] = str(data_dir / "no-guardrails-model")
     return env
 
 
