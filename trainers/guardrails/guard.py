@@ -302,6 +302,7 @@ def budget_of(args: argparse.Namespace) -> Budget:
         planted_per_passage=args.planted_per_passage,
         holdout=args.holdout,
         caps=dict(args.cap or []),
+        repeats=dict(args.repeat or []),
     )
 
 
@@ -528,6 +529,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         metavar=("SOURCE", "N"),
         type=lambda s: int(s) if s.isdigit() else s,
+    )
+    parser.add_argument(
+        "--repeat",
+        nargs=2,
+        action="append",
+        metavar=("SOURCE", "N"),
+        type=lambda s: int(s) if s.isdigit() else s,
+        help="Train on a source's rows N times (SOURCE as <set>/<source>, e.g. "
+        "prompt_injections/prompt_injections); its held-out rows are not repeated.",
     )
     parser.add_argument("--passages-per-domain", type=int, default=300)
     parser.add_argument("--planted-per-passage", type=float, default=1.0)
