@@ -523,22 +523,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--category-weight", type=float, default=0.5)
     parser.add_argument("--per-source", type=int, default=0, help="Most rows per source (0: all).")
-    parser.add_argument(
-        "--cap",
-        nargs=2,
-        action="append",
-        metavar=("SOURCE", "N"),
-        type=lambda s: int(s) if s.isdigit() else s,
-    )
-    parser.add_argument(
-        "--repeat",
-        nargs=2,
-        action="append",
-        metavar=("SOURCE", "N"),
-        type=lambda s: int(s) if s.isdigit() else s,
-        help="Train on a source's rows N times (SOURCE as <set>/<source>, e.g. "
-        "prompt_injections/prompt_injections); its held-out rows are not repeated.",
-    )
+    for flag, what in (
+        ("--cap", "Train on at most N of a source's rows"),
+        ("--repeat", "Train on a source's rows N times (held-out rows are not repeated)"),
+    ):
+        parser.add_argument(
+            flag,
+            nargs=2,
+            action="append",
+            metavar=("SOURCE", "N"),
+            type=lambda s: int(s) if s.isdigit() else s,
+            help=f"{what}; SOURCE as <set>/<source>, e.g. prompt_injections/prompt_injections.",
+        )
     parser.add_argument("--passages-per-domain", type=int, default=300)
     parser.add_argument("--planted-per-passage", type=float, default=1.0)
     parser.add_argument("--holdout", type=float, default=0.2)
