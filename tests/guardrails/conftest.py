@@ -21,6 +21,7 @@ PACKAGED_CONFIG = REPO / "services" / "guardrails" / "config"
 GUARD_TRAINING = [
     "--all", "--data", str(GUARD_FIXTURE), "--frozen-layers", "5", "--epochs", "8",
     "--holdout", "0.3", "--max-length", "64", "--planted-per-passage", "2", "--seed", "5",
+    "--repeat", "prompt_injections/prompt_injections", "1",
 ]  # fmt: skip
 # The fixture model learns from a few hundred rows, and its held-out part (a few dozen) is
 # too small to choose thresholds that hold on other text: the service tests set them in

@@ -135,6 +135,9 @@ TINY = [
     "0.3",
     "--seed",
     "5",
+    "--repeat",
+    "prompt_injections/prompt_injections",
+    "1",
 ]
 
 
@@ -188,3 +191,19 @@ def test_tiny_run_is_deterministic(tiny_guard: Path, tmp_path: Path) -> None:
     first = json.loads((tiny_guard / "guard.json").read_text())
     second = json.loads((out / "guard.json").read_text())
     assert first["heads"] == second["heads"]
+
+
+def test_own_sensitive_rows_are_safe_sensitive_and_never_the_evaluated_cases() -> None:
+    """The project's benign rows with alarming words train the unsafe head as safe, count in
+    the `sensitive` calibration group, and share no text with the evaluation's cases."""
+    from trainers.guardrails import sensitive_benign
+    from trainers.guardrails.guard_data import prompt_example
+    from trainers.guardrails.guard_eval import SOUNDS_DANGEROUS
+
+    rows = sensitive_benign.rows()
+    assert len(rows) > 200 and rows == sensitive_benign.rows()  # deterministic
+    texts = {str(r["text"]).lower() for r in rows}
+    assert len(texts) == len(rows)
+    assert not texts & {t.lower() for t in SOUNDS_DANGEROUS}
+    example = prompt_example("content_safety", rows[0])
+    assert (example.unsafe, example.injection, example.group) == (0, 0, "sensitive")

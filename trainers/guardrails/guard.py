@@ -60,13 +60,21 @@ HEAD_NAMES = ("injection", "unsafe", "document")
 TARGETS: dict[str, dict[str, float]] = {
     "injection": {"instructions": 0.005, "questions": 0.005, "chitchat": 0.0, "in_domain": 0.005},
     "unsafe": {"instructions": 0.005, "questions": 0.005, "chitchat": 0.0, "in_domain": 0.005,
-               "sensitive": 0.05},
+               "sensitive": 0.02},
 }
 # Groups measured on held-out data but not held to a target: benign requests built to look
 # like injections (passwords, roles, "instructions"), deepset's benign prompts. Holding the
 # threshold to a few dozen deliberately hard rows set it by one or two of them (measured:
 # unsafe recall 0.58 at the threshold they gave against 0.8 without).
 DOCUMENT_FPR = 0.01
+# Small sources seen several times an epoch (`--repeat` replaces these): deepset's injections
+# are unlike the larger sets' (4x: held-out TPR 0.37 -> 0.48 with one trained layer), and
+# Do-Not-Answer and SimpleSafetyTests phrase harm as plain questions.
+DEFAULT_REPEATS = (
+    ("prompt_injections/prompt_injections", 8),
+    ("content_safety/do_not_answer", 2),
+    ("content_safety/simple_safety_tests", 3),
+)
 EMBEDDING_DIR = "embedding"
 PROVISIONAL = "guard.provisional.json"
 
@@ -302,7 +310,7 @@ def budget_of(args: argparse.Namespace) -> Budget:
         planted_per_passage=args.planted_per_passage,
         holdout=args.holdout,
         caps=dict(args.cap or []),
-        repeats=dict(args.repeat or []),
+        repeats=dict(DEFAULT_REPEATS if args.repeat is None else args.repeat),
     )
 
 
@@ -511,12 +519,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="Benign documents (.jsonl corpus) added as a document domain.",
     )
-    # One trained layer, one epoch: what a first `ragrail up` trains, within about 10 minutes
-    # on 2 cores (measured 597 s, 419 s of CPU, beside a running test suite). Two trained
-    # layers and two epochs took 2.5 s a step, about 40 minutes.
-    parser.add_argument("--frozen-layers", type=int, default=5)
+    # Two trained layers, three epochs: what a first `ragrail up` trains, in about 6 minutes
+    # on 2 quiet cores (docs/benchmarks.md has the recipes measured against each other).
+    parser.add_argument("--frozen-layers", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-4, help="Rate of the trained layers.")
     parser.add_argument("--head-lr", type=float, default=2e-3)

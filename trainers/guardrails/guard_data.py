@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainers.guardrails import sensitive_benign
 from trainers.guardrails.planting import MARK, insert, label_windows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,7 +191,8 @@ def build(
         if path is None:
             continue
         by_source: dict[str, list[Example]] = defaultdict(list)
-        for row in read_jsonl(path):
+        own = sensitive_benign.rows() if set_name == "content_safety" else []
+        for row in [*read_jsonl(path), *own]:
             example = prompt_example(set_name, row)
             by_source[example.source].append(example)
             if set_name == "injections_extra" and example.injection == 1:
