@@ -122,8 +122,9 @@ class GuardChoice(RagrailSettings):
 TRAIN_ARGS_ENV = "RAGRAIL_GUARD_TRAIN_ARGS"
 DEFAULT_TRAIN_ARGS = ("--all", "--seed", "0")
 TRAIN_LOG = "train-guardrails.log"
-# The default training on 2 CPU cores: 597 s (419 s of CPU) beside a running test suite.
-TRAIN_MINUTES = "about 10"
+# The default training on 2 quiet CPU cores: 343 s (docs/benchmarks.md, the guard model); a
+# busy machine slows it several times.
+TRAIN_MINUTES = "about 6"
 
 
 def guard_model_problem() -> str:

@@ -2,7 +2,7 @@
 content safety (unsafe + hazard category) and instructions planted in documents, as heads
 on one MiniLM encoder, from the data that ships in the repository.
 
-    python -m trainers.guardrails --all                        # shipped data, ~minutes on 2 cores
+    python -m trainers.guardrails --all                        # shipped data, ~6 minutes on 2 cores
     python -m trainers.guardrails --all --data ../shared/data \\
         --in-domain ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl
     python -m trainers.guardrails --all --tiny --out /tmp/g    # seconds (tests)
