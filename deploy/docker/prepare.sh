@@ -8,7 +8,8 @@
 #     local stand-in (deploy/docker/standin-base.sh); RAGRAIL_PYTHON_IMAGE set by hand wins;
 #   - deploy/api_keys: one random key when the file is missing (the gateway requires keys);
 #   - COMPOSE_PROFILES: cpu, plus guardrails with RAGRAIL_GUARDRAILS_URL when a trained
-#     prompt-injection classifier is under models/guardrails/ (as `ragrail up` decides).
+#     guard model is under models/guardrails/ (the images do not train it; `ragrail up`
+#     does, on a first start).
 # Progress goes to stderr; only the export lines go to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,14 +58,15 @@ fi
 profiles=cpu
 guardrails_url="${RAGRAIL_GUARDRAILS_URL:-}"
 models="${RAGRAIL_MODELS_DIR:-models}"
-if [ -z "$guardrails_url" ] && [ -n "$(find "$models/guardrails" -name head.json 2>/dev/null | head -n 1)" ]; then
+# The guard model (guard.json, python -m trainers.guardrails --all) or the older classifier.
+if [ -z "$guardrails_url" ] && [ -n "$(find "$models/guardrails" \( -name guard.json -o -name head.json \) 2>/dev/null | head -n 1)" ]; then
   guardrails_url=guardrails:50054
 fi
 if [ -n "$guardrails_url" ]; then
   profiles=cpu,guardrails
 else
-  say "guardrails left out: no prompt-injection model under $models/guardrails/" \
-    "(python -m trainers.guardrails); chat runs without rails"
+  say "guardrails left out: no guard model under $models/guardrails/" \
+    "(python -m trainers.guardrails --all); chat runs without rails"
 fi
 echo "export RAGRAIL_PYTHON_IMAGE=$image"
 # Compose builds with its own BuildKit client where buildx is missing; say so once, quietly.
