@@ -171,8 +171,10 @@ def hf_model_from_gguf(out: Path) -> Any:
 
 
 def lora_adapter(model: Any, out: Path) -> None:
-    """A peft LoRA adapter on q/v projections with random (non-zero) B matrices: what a few
-    training steps produce, enough to change greedy answers."""
+    """A peft LoRA adapter on q/v projections with random (non-zero) A and B matrices: what
+    a few training steps produce, enough to change greedy answers. Both come from a seeded
+    generator: peft draws A from the global RNG, whose state depends on which tests ran
+    before (an in-process trainer seeds it), and one such A left every answer unchanged."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -182,8 +184,8 @@ def lora_adapter(model: Any, out: Path) -> None:
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in peft_model.named_parameters():
-            if "lora_B" in name:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.05)
+            if "lora_A" in name or "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
     peft_model.save_pretrained(out)
 
 
