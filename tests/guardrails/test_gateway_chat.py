@@ -117,10 +117,13 @@ def test_retrieval_rails_drop_planted_instructions_and_redact_pii(
 
 @pytest.mark.parametrize("question", ["hello, who are you?", "hi", "How do honeybees dance?"])
 def test_greetings_and_questions_pass_every_input_rail(chat: openai.OpenAI, question: str) -> None:
-    _, _, extra = ask(chat, question, collection=COLLECTION)
+    answer, finish, extra = ask(chat, question, collection=COLLECTION)
     rails = extra["guardrails"]
     assert rails["enabled"] is True
     assert rails["input"]["verdict"] == "allow", rails
+    # Answered, not refused: an abstention ("the documents do not say") is the gateway's own
+    # text, which the output rails leave alone.
+    assert finish != "content_filter" and answer != REFUSAL, (answer, rails)
     ran = [a["rail"] for a in rails["input"].get("activations", [])] or None
     assert ran is None or {"ragrail injection", "ragrail content safety"} <= set(ran)
 

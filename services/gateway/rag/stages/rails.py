@@ -107,6 +107,13 @@ class OutputRails(_RailStage):
 
     name = "output_rails"
 
+    def applies(self, chat: ChatState) -> bool:
+        # An abstention is the gateway's own configured sentence (chat_abstention) and the
+        # names of the closest sources, not generated text: grounding would refuse it as
+        # unsupported ("hi" asked of a collection ended in a refusal).
+        report = chat.answer_report
+        return chat.options.rails and not (report is not None and report.abstained)
+
     async def run(self, chat: ChatState) -> None:
         assert chat.answer is not None and chat.prompt is not None
         verdict = await self.client.check_output(
