@@ -272,6 +272,23 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
     log.info("stopped")
 
 
+# Tasks started by SIGHUP handlers: the loop keeps only weak references to tasks.
+_sighup_tasks: set[asyncio.Task[Any]] = set()
+
+
+def on_sighup(reload: Callable[[], Awaitable[Any]]) -> None:
+    """Runs `reload()` as a task of the running loop on each SIGHUP (whose default would end
+    the process): how a service switches models or rails without a restart."""
+    loop = asyncio.get_running_loop()
+
+    def start() -> None:
+        task = loop.create_task(reload())  # type: ignore[arg-type]
+        _sighup_tasks.add(task)
+        task.add_done_callback(_sighup_tasks.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, start)
+
+
 def run_service(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]) -> None:
     """Entry point of a service's `__main__`: logging, then `serve` until a signal arrives."""
     configure_logging(settings.service_name, settings.log_level, settings.log_format)

@@ -22,6 +22,7 @@ from services.generator.backends import load_engine
 from services.generator.model_files import from_registry
 from services.generator.settings import GeneratorSettings
 from shared.errors import RagrailError
+from shared.server import on_sighup
 
 if TYPE_CHECKING:
     from services.generator.server import GeneratorServicer
@@ -35,7 +36,6 @@ class Reloader:
         self.settings = settings
         self.serving = self._paths(settings)
         self.lock = asyncio.Lock()
-        self.tasks: set[asyncio.Task[bool]] = set()
 
     @staticmethod
     def _paths(settings: GeneratorSettings) -> tuple[str, str]:
@@ -83,11 +83,6 @@ class Reloader:
             )
             return True
 
-    def on_sighup(self) -> None:
-        task = asyncio.get_running_loop().create_task(self.reload())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
 
 def install_reload(servicer: GeneratorServicer, settings: GeneratorSettings) -> Reloader | None:
     """SIGHUP reloads the registry model; without one it is logged and ignored (SIGHUP's
@@ -100,5 +95,5 @@ def install_reload(servicer: GeneratorServicer, settings: GeneratorSettings) -> 
         )
         return None
     reloader = Reloader(servicer, settings)
-    loop.add_signal_handler(signal.SIGHUP, reloader.on_sighup)
+    on_sighup(reloader.reload)
     return reloader

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import RagrailError
+from shared.server import on_sighup
 
 if TYPE_CHECKING:
     from services.guardrails.engine import Engine
@@ -39,7 +39,6 @@ class Reloader:
         self.settings = settings
         self.load = load
         self.lock = asyncio.Lock()
-        self.tasks: set[asyncio.Task[bool]] = set()
 
     def _fresh_settings(self) -> GuardrailsSettings:
         """The settings read again; the running ones when they no longer validate."""
@@ -81,16 +80,11 @@ class Reloader:
             )
             return True
 
-    def on_sighup(self) -> None:
-        task = asyncio.get_running_loop().create_task(self.reload())
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
 
 def install_reload(
     servicer: GuardrailsServicer, settings: GuardrailsSettings, load: LoadEngine
 ) -> Reloader:
-    """SIGHUP reloads the rails (its default would end the process)."""
+    """SIGHUP reloads the rails."""
     reloader = Reloader(servicer, settings, load)
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.on_sighup)
+    on_sighup(reloader.reload)
     return reloader
