@@ -27,21 +27,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import grpc
 import httpx
 from prometheus_client import Counter, start_http_server
-from pydantic_settings import SettingsConfigDict
 
 from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
 from shared.models import registry
+from shared.models.classifier import find_injection_model
 from shared.models.cross_encoder import find_reranker
 from shared.models.gates import reranker_gate
-from shared.models.guard import GUARD_FILE, GUARD_ROLE, newest_guard_model
-from shared.models.settings import RerankerChoice
-from shared.settings import RagrailSettings
+from shared.models.guard import GUARD_ROLE, find_guard_model, newest_guard_model
+from shared.models.settings import GuardrailsChoice, RerankerChoice
 from shared.topology import HTTP_SERVICES, endpoint
 
 # Served by `ragrail up` on RAGRAIL_LAUNCHER_METRICS_PORT (9150 by default, -1 turns it off):
@@ -104,17 +102,6 @@ def reranker_not_startable() -> str:
     return ""  # better than BM25, or no evaluation to go by
 
 
-class GuardChoice(RagrailSettings):
-    """The guardrails service's model settings alone (RAGRAIL_GUARDRAILS_GUARD_MODEL,
-    _INJECTION_MODEL, or the YAML `guardrails:` section), read as the service reads them."""
-
-    service_name: ClassVar[str] = "guardrails"
-    model_config = SettingsConfigDict(env_prefix="RAGRAIL_GUARDRAILS_", extra="ignore")
-
-    guard_model: str = ""
-    injection_model: str = ""
-
-
 # The guard model's training on a first start: `python -m trainers.guardrails` with these
 # arguments (RAGRAIL_GUARD_TRAIN_ARGS replaces them, e.g. tests' tiny model), then `--out`
 # where the service looks and `--overwrite` (a directory there without a manifest is an
@@ -129,20 +116,24 @@ TRAIN_MINUTES = "about 6"
 
 def guard_model_problem() -> str:
     """Why the configured guard model or injection classifier cannot load ("" when none is
-    configured or it exists): a model the user named must not be replaced by pending rails."""
-    choice = GuardChoice()
-    if choice.injection_model and not Path(choice.injection_model).expanduser().is_dir():
-        name = choice.injection_model
-        return f"RAGRAIL_GUARDRAILS_INJECTION_MODEL names {name}, which does not exist"
-    path = Path(choice.guard_model).expanduser()
-    if choice.guard_model and not (path / GUARD_FILE).is_file():
-        return f"RAGRAIL_GUARDRAILS_GUARD_MODEL names {path}, which holds no {GUARD_FILE}"
+    configured or it exists): a model the user named must not be replaced by pending rails.
+    The service's own lookups decide, so both agree (an injection classifier, when set, is
+    what the service loads)."""
+    choice = GuardrailsChoice()
+    try:
+        if choice.injection_model:
+            find_injection_model(choice.injection_model)
+        elif choice.guard_model:
+            find_guard_model(choice.guard_model)
+    except FailedPrecondition as exc:
+        setting = "INJECTION_MODEL" if choice.injection_model else "GUARD_MODEL"
+        return f"RAGRAIL_GUARDRAILS_{setting}: {exc.message}"
     return ""
 
 
 def needs_guard_training() -> bool:
     """No guard model is configured and none is trained where the service looks for one."""
-    choice = GuardChoice()
+    choice = GuardrailsChoice()
     if choice.guard_model or choice.injection_model:
         return False
     return newest_guard_model() is None

@@ -69,11 +69,12 @@ class RerankerChoice(RagrailSettings):
         return self.onnx_file if self.backend == "onnx" else "config.json"
 
 
-class InjectionChoice(RagrailSettings):
-    """The guardrails service's prompt-injection model setting alone
-    (RAGRAIL_GUARDRAILS_INJECTION_MODEL)."""
+class GuardrailsChoice(RagrailSettings):
+    """The guardrails service's model settings alone (RAGRAIL_GUARDRAILS_GUARD_MODEL,
+    _INJECTION_MODEL, or the YAML `guardrails:` section), read as the service reads them."""
 
     service_name: ClassVar[str] = "guardrails"
     model_config = SettingsConfigDict(env_prefix="RAGRAIL_GUARDRAILS_", extra="ignore")
 
+    guard_model: str = ""
     injection_model: str = ""
