@@ -196,30 +196,27 @@ def load_railset(
         embed_general = paired_encoder(classifier, settings.threads)
     else:
         embed_general = general_embedder(classifier)
-    classifier_vectors: VectorCache | None = None
+    # The guard model's graph also gives the packaged MiniLM's embedding: the topic rail reads
+    # the message's vector from the same cached run as the injection and safety rails. With
+    # no classifier yet, the one encoder is the packaged MiniLM.
     if guard is not None:
-        # Its graph also gives the packaged MiniLM's embedding: the topic rail reads the
-        # message's vector from the same cached run as the injection and safety rails.
-        classifier_vectors = VectorCache(guard.embed)
+        classifier_vectors, same = VectorCache(guard.embed), True
     elif classifier is not None:
         classifier_vectors = VectorCache(classifier.embed)
-    same = guard is not None or (
-        classifier is not None
-        and classifier.frozen_base
-        and embedding_source(classifier) == (classifier.path.resolve(), classifier.onnx_file)
-    )
-    general_vectors = (
-        classifier_vectors if same or classifier_vectors is None else VectorCache(embed_general)
-    )
-    if general_vectors is None:  # no classifier: one cache for the packaged MiniLM
-        general_vectors = VectorCache(embed_general)
+        same = classifier.frozen_base and embedding_source(classifier) == (
+            classifier.path.resolve(),
+            classifier.onnx_file,
+        )
+    else:
+        classifier_vectors, same = VectorCache(embed_general), True
+    general_vectors = classifier_vectors if same else VectorCache(embed_general)
     flows = flows_by_name()
     resources = Resources(
         settings=settings,
         rails_config=rails_config,
         config_file=config_file,
         classifier=classifier,
-        classifier_vectors=classifier_vectors or general_vectors,
+        classifier_vectors=classifier_vectors,
         general_vectors=general_vectors,
         embed_general=embed_general,
         flows=configured_flows(rails_config),
