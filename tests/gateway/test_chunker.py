@@ -1,4 +1,4 @@
-"""Tests for services.gateway.ingest.chunker: token windows with exact overlap."""
+"""Tests for shared.chunking (the gateway's chunker): token windows with exact overlap."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.gateway.ingest.chunker import (
+from shared.chunking import (
     MIN_CHUNK_SIZE,
     Chunker,
     TextChunk,

@@ -25,9 +25,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # service runs it: through gRPC the figure would carry the RPC hop, and raw llama_cpp
     # would measure another configuration than the one the table names.
     ("bench/trainers.py", "services.generator"): "measures the generator engine in process",
-    # The in-process embed-throughput rows embed exactly the chunks the gateway would cut
-    # (pure-Python chunker, no service state); a copy would drift from the real one.
-    ("bench/retrieval.py", "services.gateway.ingest.chunker"): "the gateway's own chunks",
 }
 
 
@@ -131,7 +128,7 @@ def test_the_checker_sees_each_kind_of_import() -> None:
         "services/gateway/s.py": ("from . import schemas", False),
         "trainers/q.py": ("def f():\n    from services.embedder import settings", True),
         "bench/b.py": ("import importlib\nimportlib.import_module('services.reranker')", True),
-        "bench/retrieval.py": ("from services.gateway.ingest.chunker import Chunker", False),
+        "bench/trainers.py": ("from services.generator.backends import llamacpp", False),
         "shared/s.py": ("from trainers.data import ndcg_at", True),
         "ragrail/r.py": ("from shared.models import registry", False),
     }

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from services.gateway.clients import Services
-from services.gateway.ingest.chunker import Chunker, TextChunk, TokenSpans
 from services.gateway.ingest.parsers import ParsedDocument
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import check_document_id
+from shared.chunking import Chunker, TextChunk, TokenSpans
 from shared.errors import InvalidArgument
 from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import dict_to_struct
