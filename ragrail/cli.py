@@ -96,11 +96,19 @@ def up(
             "guard model in the background) or run the gateway without rails.",
         ),
     ] = True,
+    train: Annotated[
+        bool,
+        typer.Option(
+            "--train/--no-train",
+            help="On a first start, train the guard model and the extractive reader in the "
+            "background (the default; about 16 minutes on 2 cores), or serve without them.",
+        ),
+    ] = True,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
     from ragrail.launcher import Supervisor, start_metrics
 
-    supervisor = Supervisor(data_dir.resolve(), console.print, rails=rails)
+    supervisor = Supervisor(data_dir.resolve(), console.print, rails=rails, train=train)
     metrics_port = start_metrics(console.print)
 
     async def main() -> None:
@@ -128,7 +136,11 @@ def up(
         # Restarts, and the reload after the guard model's training, run from here on (also
         # while the sample question waits for that training).
         watching = asyncio.create_task(supervisor.watch(stop))
-        if sample and await _wait_for_rails(supervisor, stop):
+        if (
+            sample
+            and await _wait_for_rails(supervisor, stop)
+            and await _wait_for_reader(supervisor, stop)
+        ):
             await asyncio.to_thread(_demo, gateway.url)
         console.print("[bold]ragrail is up.[/bold] Press Ctrl-C to stop.")
         await watching
@@ -179,6 +191,27 @@ async def _wait_for_rails(supervisor: Supervisor, stop: asyncio.Event) -> bool:
             else:
                 doing = f"training the guard model ({_last_line(training.log_path)})"
             line.update(f"{doing}, {training.elapsed()} so far; the sample question waits")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    return False
+
+
+async def _wait_for_reader(supervisor: Supervisor, stop: asyncio.Event) -> bool:
+    """`up --sample` on a first start: wait for the extractive reader's training (it starts
+    once the guard model's has ended), so the sample question is answered as every later one
+    will be. False when stopped meanwhile."""
+    with console.status("") as line:
+        while not stop.is_set():
+            training = supervisor.reader_training
+            if supervisor.reader_checked and (training is None or not training.running):
+                if training is not None and training.outcome == "failed":
+                    console.print("asking the sample question without the extractive reader")
+                return True
+            if training is not None:
+                line.update(
+                    f"training the extractive reader ({_last_line(training.log_path)}), "
+                    f"{training.elapsed()} so far; the sample question waits"
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
     return False

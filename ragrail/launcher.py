@@ -11,6 +11,11 @@ saying why) and the launcher trains the model in the background
 (`python -m trainers.guardrails --all`, log in `<data_dir>/logs/train-guardrails.log`); when
 the trainer succeeds it sends the guardrails service SIGHUP, which loads the model and runs
 every rail, without restarting the suite.
+
+The gateway's extractive reader is trained the same way after it, when none is trained or
+configured (`python -m trainers.reader` on the data shipped in trainers/reader/training_data/,
+log in `<data_dir>/logs/train-reader.log`). Until then answers come from the sentence closest
+to the question; the gateway picks the reader up by itself once its manifest is written.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from shared.models.classifier import find_injection_model
 from shared.models.cross_encoder import find_reranker
 from shared.models.gates import reranker_gate
 from shared.models.guard import GUARD_ROLE, find_guard_model, newest_guard_model
-from shared.models.settings import GuardrailsChoice, RerankerChoice
+from shared.models.settings import GuardrailsChoice, ReaderChoice, RerankerChoice
 from shared.topology import HTTP_SERVICES, endpoint
 
 # Served by `ragrail up` on RAGRAIL_LAUNCHER_METRICS_PORT (9150 by default, -1 turns it off):
@@ -144,9 +149,41 @@ def guard_model_out() -> Path:
     return Path.cwd() / registry.models_root() / GUARD_ROLE / "guard-minilm" / "v1"
 
 
-def training_command(out: Path) -> list[str]:
-    args = shlex.split(os.environ.get(TRAIN_ARGS_ENV, "")) or list(DEFAULT_TRAIN_ARGS)
-    command = [sys.executable, "-m", "trainers.guardrails", *args, "--out", str(out)]
+# The reader's training on a first start, after the guard model's: `python -m trainers.reader`
+# on its shipped data with these arguments (RAGRAIL_READER_TRAIN_ARGS replaces them), then
+# `--out` and `--overwrite` as above.
+READER_TRAIN_ARGS_ENV = "RAGRAIL_READER_TRAIN_ARGS"
+DEFAULT_READER_TRAIN_ARGS = (
+    "--epochs", "2", "--max-length", "192", "--eval-max", "100", "--skip-torch-eval",
+)  # fmt: skip
+READER_TRAIN_LOG = "train-reader.log"
+# Two epochs of 188 steps at 0.66 steps/s on 2 quiet cores (minilm-covidqa/v2: 621 s with a
+# full evaluation), then export and a shorter evaluation.
+READER_TRAIN_MINUTES = "about 10"
+
+
+def needs_reader_training() -> bool:
+    """No reader is configured (a name, or "none") and none is trained where the gateway looks."""
+    if ReaderChoice().chat_reader_model:
+        return False
+    return not registry.entries("reader")
+
+
+def reader_out() -> Path:
+    """Where the first start's reader training writes: the newest reader the gateway finds."""
+    return Path.cwd() / registry.models_root() / "reader" / "minilm-covidqa" / "v1"
+
+
+def training_command(out: Path, module: str = "trainers.guardrails") -> list[str]:
+    """The trainer `module` with its arguments from the environment (or the defaults), writing
+    to `out`, below the services' priority."""
+    env, default = (
+        (READER_TRAIN_ARGS_ENV, DEFAULT_READER_TRAIN_ARGS)
+        if module == "trainers.reader"
+        else (TRAIN_ARGS_ENV, DEFAULT_TRAIN_ARGS)
+    )
+    args = shlex.split(os.environ.get(env, "")) or list(default)
+    command = [sys.executable, "-m", module, *args, "--out", str(out)]
     command.append("--overwrite")
     # Below the services: they keep answering while it trains on the same few cores.
     nice = shutil.which("nice")
@@ -155,7 +192,7 @@ def training_command(out: Path) -> list[str]:
 
 @dataclass
 class Training:
-    """The guard model's background training."""
+    """A model's background training on a first start (the guard model, the reader)."""
 
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -249,13 +286,21 @@ async def is_ready(child: Child) -> bool:
 
 
 class Supervisor:
-    def __init__(self, data_dir: Path, say: Callable[[str], None], rails: bool = True) -> None:
-        """`rails` False: the guardrails service is left out and the gateway runs without."""
+    def __init__(
+        self, data_dir: Path, say: Callable[[str], None], rails: bool = True, train: bool = True
+    ) -> None:
+        """`rails` False: the guardrails service is left out and the gateway runs without.
+        `train` False: no model is trained on a first start (the guard model's rails stay
+        pending, answers come without the reader)."""
         self.data_dir = data_dir
         self.say = say
         self.rails = rails
+        self.train = train
         self.children: list[Child] = []
         self.training: Training | None = None
+        # The reader's, once the guard model's has ended (one training at a time).
+        self.reader_training: Training | None = None
+        self.reader_checked = False
         # The guard model is trained: the guardrails service gets SIGHUP once it serves.
         self.reload_due = False
         (data_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -334,29 +379,72 @@ class Supervisor:
             self.start(child)
         await asyncio.gather(*(self.wait_ready(c) for c in self.children))
         self.start_training()
+        self.start_reader_training()
 
     def start_training(self) -> None:
         """Trains the guard model in the background when the guardrails service runs without
         one (first start); never a second training while one runs."""
         if self.rails_child() is None or (self.training and self.training.running):
             return
-        if not needs_guard_training():
+        if not self.train or not needs_guard_training():
             return
-        log_path = self.data_dir / "logs" / TRAIN_LOG
+        self.training = self._train(training_command(guard_model_out()), TRAIN_LOG)
+        self.say(
+            f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
+            f"cores; log: {self.training.log_path}); until then its rails let everything "
+            "through"
+        )
+
+    def _train(self, command: list[str], log_name: str) -> Training:
+        log_path = self.data_dir / "logs" / log_name
         with log_path.open("ab") as log:
             process = subprocess.Popen(
-                training_command(guard_model_out()),
+                command,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the supervisor, which stops it
             )
-        self.training = Training(process, log_path, time.monotonic())
-        self.say(
-            f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
-            f"cores; log: {log_path}); until then its rails let everything through"
+        return Training(process, log_path, time.monotonic())
+
+    def start_reader_training(self) -> None:
+        """Trains the gateway's reader in the background when none is trained or configured,
+        once no guard model training runs; checked once per start."""
+        if self.reader_checked or (self.training and self.training.running):
+            return
+        self.reader_checked = True
+        if not self.train or not any(c.spec.name == "gateway" for c in self.children):
+            return
+        if not needs_reader_training():
+            return
+        self.reader_training = self._train(
+            training_command(reader_out(), "trainers.reader"), READER_TRAIN_LOG
         )
+        self.say(
+            f"training the extractive reader for answers ({READER_TRAIN_MINUTES} minutes on 2 "
+            f"cores; log: {self.reader_training.log_path}); until then answers are the "
+            "sentence of the sources closest to the question"
+        )
+
+    def follow_reader_training(self) -> None:
+        """Says when the reader's training has ended; the gateway loads a new reader itself."""
+        training = self.reader_training
+        if training is None or not training.running or training.process.poll() is None:
+            return
+        code = training.process.returncode
+        training.outcome = "done" if code == 0 else "failed"
+        if code == 0:
+            self.say(
+                f"extractive reader trained in {training.elapsed()}; the gateway answers with "
+                "it from the next question"
+            )
+        else:
+            self.say(
+                f"training the extractive reader failed (exit code {code}) after "
+                f"{training.elapsed()}; see {training.log_path}. Answers stay the closest "
+                "sentence of the sources"
+            )
 
     async def follow_training(self) -> None:
         """Once the training has ended: on success, SIGHUP to the guardrails service as soon as
@@ -373,6 +461,8 @@ class Supervisor:
                     f"{training.elapsed()}; see {training.log_path}. The suite keeps serving, "
                     "the rails on the guard model still let everything through"
                 )
+        self.start_reader_training()
+        self.follow_reader_training()
         child = self.rails_child()
         if not self.reload_due or child is None or child.process is None:
             return
@@ -416,9 +506,10 @@ class Supervisor:
     def down(self) -> None:
         """SIGTERM to each child, gateway first, and to a training still running; SIGKILL any
         still running after the grace."""
-        training = self.training.process if self.training else None
-        if training is not None and training.poll() is None:
-            training.send_signal(signal.SIGTERM)
+        trainings = [t.process for t in (self.training, self.reader_training) if t is not None]
+        for training in trainings:
+            if training.poll() is None:
+                training.send_signal(signal.SIGTERM)
         for child in reversed(self.children):
             if child.process is not None and child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
@@ -432,9 +523,10 @@ class Supervisor:
                 self.say(f"{child.spec.name} did not stop in {STOP_GRACE_S:.0f}s; killing it")
                 child.process.kill()
                 child.process.wait()
-        if training is not None and training.poll() is None:
-            try:
-                training.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                training.kill()
-                training.wait()
+        for training in trainings:
+            if training.poll() is None:
+                try:
+                    training.wait(timeout=max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    training.kill()
+                    training.wait()

@@ -204,7 +204,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     env = suite_env(data_dir)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    supervisor = Supervisor(data_dir, print, rails=False)
+    # No first-start training: tests train the tiny models they need themselves.
+    supervisor = Supervisor(data_dir, print, rails=False, train=False)
     try:
         asyncio.run(supervisor.up())
         yield Suite(supervisor, env)

@@ -78,3 +78,13 @@ class GuardrailsChoice(RagrailSettings):
 
     guard_model: str = ""
     injection_model: str = ""
+
+
+class ReaderChoice(RagrailSettings):
+    """The gateway's extractive reader setting alone (RAGRAIL_GATEWAY_CHAT_READER_MODEL, or the
+    YAML `gateway:` section): a registry reference, "none", or "" for the newest trained."""
+
+    service_name: ClassVar[str] = "gateway"
+    model_config = SettingsConfigDict(env_prefix="RAGRAIL_GATEWAY_", extra="ignore")
+
+    chat_reader_model: str = ""

@@ -55,7 +55,7 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
     env = {**os.environ, **suite_env(tmp_path), "COLUMNS": "200"}
     proc = subprocess.Popen(
         # Without rails: tests/ragrail/test_guard_training.py runs a first start with them.
-        [*RAGRAIL, "up", "--sample", "--no-rails", "--data-dir", str(tmp_path)],
+        [*RAGRAIL, "up", "--sample", "--no-rails", "--no-train", "--data-dir", str(tmp_path)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -21,11 +21,9 @@ either directory the same way. gzip with a fixed mtime: the same input gives the
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
-import io
-import json
 from pathlib import Path
+
+from trainers.shipped import gzip_rows, read_rows, write_or_check
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -41,22 +39,6 @@ SETS = (
 NON_COMMERCIAL = frozenset({"ag_news_test", "myfixit_repair_manuals"})
 
 
-def read_rows(path: Path) -> list[dict]:
-    """JSON lines from `path` (.jsonl or .jsonl.gz)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def gzip_bytes(rows: list[dict]) -> bytes:
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    buffer = io.BytesIO()
-    # mtime 0 and no file name: the bytes depend on the rows only.
-    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9, mtime=0, filename="") as f:
-        f.write(text)
-    return buffer.getvalue()
-
-
 def build(source: Path) -> dict[str, tuple[bytes, dict]]:
     """{relative path: (file bytes, stats)} of the shipped files."""
     out: dict[str, tuple[bytes, dict]] = {}
@@ -64,7 +46,7 @@ def build(source: Path) -> dict[str, tuple[bytes, dict]]:
         rows = read_rows(source / name / "train.jsonl")
         kept = [r for r in rows if r.get("source") not in NON_COMMERCIAL]
         stats = {"rows": len(kept), "dropped_non_commercial": len(rows) - len(kept)}
-        out[f"{name}/train.jsonl.gz"] = (gzip_bytes(kept), stats)
+        out[f"{name}/train.jsonl.gz"] = (gzip_rows(kept), stats)
     return out
 
 
@@ -76,25 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=SHIPPED)
     parser.add_argument("--check", action="store_true", help="Compare, write nothing.")
     args = parser.parse_args(argv)
-    files = build(args.source)
-    stale = []
-    for rel, (data, stats) in files.items():
-        target = args.out / rel
-        digest = hashlib.sha256(data).hexdigest()[:16]
-        if args.check:
-            if not target.is_file() or target.read_bytes() != data:
-                stale.append(rel)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        print(
-            f"{target}: {stats['rows']} rows ({stats['dropped_non_commercial']} "
-            f"non-commercial dropped), {len(data) / 1024:.0f} KiB, sha256 {digest}…"
-        )
-    if stale:
-        print(f"out of date: {', '.join(stale)}")
-        return 1
-    return 0
+    return write_or_check(build(args.source), args.out, args.check)
 
 
 if __name__ == "__main__":

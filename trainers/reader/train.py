@@ -46,9 +46,12 @@ import numpy as np
 
 from shared.models import registry
 from trainers.reader.squad import best, exact, token_f1
+from trainers.shipped import opener
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
+# The training data in the repository (build_data.py): COVID-QA train, XQuAD English.
+SHIPPED = Path(__file__).resolve().parent / "training_data"
 ONNX_OPSET = 17
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONNX_OUTPUTS = ("start_logits", "end_logits")
@@ -84,15 +87,21 @@ def sha256_of(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def data_file(path: Path) -> Path:
+    """`path`, or its gzip-compressed copy (`<path>.gz`, as shipped) when only that exists."""
+    packed = path.with_name(path.name + ".gz")
+    return packed if not path.exists() and packed.exists() else path
+
+
 def covidqa(root: Path, split: str) -> list[Example]:
     """COVID-QA questions of one split, each with its whole article as the context."""
     docs = {}
-    with (root / "documents.jsonl").open() as f:
+    with opener(data_file(root / "documents.jsonl")) as f:
         for line in f:
             row = json.loads(line)
             docs[row["id"]] = row["text"]
     out = []
-    with (root / "questions" / f"{split}.jsonl").open() as f:
+    with opener(data_file(root / "questions" / f"{split}.jsonl")) as f:
         for line in f:
             q = json.loads(line)
             text = docs[q["document_id"]]
@@ -116,9 +125,26 @@ def covidqa(root: Path, split: str) -> list[Example]:
     return out
 
 
+def has_test_split(root: Path | None) -> bool:
+    return root is not None and data_file(root / "questions" / "test.jsonl").is_file()
+
+
+def covidqa_test_root(args: argparse.Namespace) -> Path | None:
+    """Where the COVID-QA test questions come from: --covidqa-test, else the training
+    directory when it has a test split (a fixture), else ../shared/data/covidqa when present
+    (the shipped data holds no test split), else none."""
+    if args.covidqa_test is not None:
+        return Path(args.covidqa_test) if args.covidqa_test else None
+    for root in (args.covidqa, SHARED_DATA / "covidqa"):
+        if has_test_split(root):
+            return root
+    return None
+
+
 def xquad(path: Path, eval_articles: int, seed: int) -> tuple[list[Example], list[Example]]:
     """(train, held-out) XQuAD examples, split by article."""
-    data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    with opener(data_file(path)) as f:
+        data = json.load(f)["data"]
     titles = sorted(a["title"] for a in data)
     held = set(random.Random(seed).sample(titles, min(eval_articles, len(titles))))
     train, held_out = [], []
@@ -531,18 +557,22 @@ def train(args: argparse.Namespace) -> Path:
     sources = []
     if args.covidqa:
         train_ex += covidqa(args.covidqa, "train")
-        eval_sets["covidqa_test"] = covidqa(args.covidqa, "test")
         hashed += [
-            args.covidqa / "documents.jsonl",
-            args.covidqa / "questions" / "train.jsonl",
-            args.covidqa / "questions" / "test.jsonl",
+            data_file(args.covidqa / "documents.jsonl"),
+            data_file(args.covidqa / "questions" / "train.jsonl"),
         ]
         sources.append("COVID-QA train")
+    test_root = covidqa_test_root(args)
+    if test_root is not None:
+        eval_sets["covidqa_test"] = covidqa(test_root, "test")
+        hashed.append(data_file(test_root / "questions" / "test.jsonl"))
+    else:
+        print("no COVID-QA test split here (../shared/data/covidqa): not evaluated on it")
     if args.xquad:
         xq_train, xq_eval = xquad(args.xquad, args.xquad_eval, args.seed)
         train_ex += xq_train
         eval_sets["xquad_heldout"] = xq_eval
-        hashed.append(args.xquad)
+        hashed.append(data_file(args.xquad))
         sources.append(f"XQuAD English less {args.xquad_eval} held-out articles")
     if not train_ex:
         raise SystemExit("no training data: pass --covidqa and/or --xquad")
@@ -610,7 +640,7 @@ def train(args: argparse.Namespace) -> Path:
         )
         print(f"ONNX INT8 {name}: {metrics['onnx_int8'][name]}", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    skip = {"out", "overwrite", "covidqa", "xquad"}
+    skip = {"out", "overwrite", "covidqa", "xquad", "covidqa_test"}
     manifest = registry.manifest(
         "reader",
         out.parent.name,
@@ -624,6 +654,7 @@ def train(args: argparse.Namespace) -> Path:
             "sha256": sha256_of(hashed),
             "covidqa": str(args.covidqa) if args.covidqa else None,
             "xquad": str(args.xquad) if args.xquad else None,
+            "covidqa_test": str(test_root) if test_root else None,
             "sources": ", ".join(sources),
             "train_examples": len(train_ex),
             "train_windows": len(features),
@@ -649,14 +680,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--covidqa",
         type=lambda s: Path(s) if s else None,
-        default=SHARED_DATA / "covidqa",
-        help="COVID-QA directory (documents.jsonl, questions/); '' for none.",
+        default=SHIPPED / "covidqa",
+        help="COVID-QA directory (documents.jsonl, questions/train.jsonl, plain or .gz); '' "
+        "for none. Default: the copy shipped in trainers/reader/training_data/.",
+    )
+    parser.add_argument(
+        "--covidqa-test",
+        default=None,
+        help="COVID-QA directory whose questions/test.jsonl is evaluated ('' for none). "
+        "Default: --covidqa when it has a test split, else ../shared/data/covidqa if present.",
     )
     parser.add_argument(
         "--xquad",
         type=lambda s: Path(s) if s else None,
-        default=SHARED_DATA / "xquad_en" / "xquad.en.json",
-        help="XQuAD (SQuAD v1.1 JSON) file; '' for none.",
+        default=SHIPPED / "xquad_en" / "xquad.en.json",
+        help="XQuAD (SQuAD v1.1 JSON) file, plain or .gz; '' for none. Default: the shipped copy.",
     )
     parser.add_argument("--xquad-eval", type=int, default=8, help="XQuAD articles held out.")
     parser.add_argument("--out", type=Path, help="Default: models/reader/<name>/<version>/.")

@@ -36,8 +36,9 @@ from services.gateway.rag.stages.answer import Answerers
 from services.gateway.rag.stages.prompt import BuildPrompt, build_prompt
 from services.gateway.settings import GatewaySettings
 from shared.clients import TokenCounts
+from shared.models import registry
+from shared.models.reader import ROLE, Reader
 from shared.models.reader import Answer as Span
-from shared.models.reader import Reader
 
 log = logging.getLogger("ragrail.gateway")
 
@@ -58,6 +59,38 @@ def load_reader(settings: GatewaySettings) -> Reader | None:
         return None
 
 
+class ReaderSlot:
+    """The gateway's reader. With none configured and none trained at start-up, it looks in
+    the registry again before each question, so a reader trained while the gateway runs (by
+    `ragrail up` on a first start, or by hand) answers from then on, with no restart."""
+
+    def __init__(self, settings: GatewaySettings, reader: Reader | None) -> None:
+        self.settings = settings
+        self.reader = reader
+        self.failed: set[str] = set()  # readers that did not load: said once, not retried
+
+    @property
+    def may_appear(self) -> bool:
+        return self.reader is None and not self.settings.chat_reader_model
+
+    async def get(self) -> Reader | None:
+        if not self.may_appear:
+            return self.reader
+        found = registry.entries(ROLE)
+        if not found or str(found[-1].path) in self.failed:
+            return None
+        try:
+            self.reader = await asyncio.to_thread(
+                Reader.load, found[-1].path, threads=self.settings.chat_reader_threads
+            )
+        except (LookupError, OSError, ValueError) as exc:
+            self.failed.add(str(found[-1].path))
+            log.warning("the reader at %s did not load: %s", found[-1].path, exc)
+            return None
+        log.info("extractive reader loaded from %s", found[-1].path)
+        return self.reader
+
+
 class SelectEvidence(Stage):
     name = "evidence"
     timing = "prompt_ms"
@@ -66,7 +99,7 @@ class SelectEvidence(Stage):
         self, services: Services, settings: GatewaySettings, reader: Reader | None
     ) -> None:
         super().__init__(services, settings)
-        self.reader = reader
+        self.reader = ReaderSlot(settings, reader)
 
     def applies(self, chat: ChatState) -> bool:
         return bool(chat.options.plan.collections) and chat.options.grounding.needs_evidence
@@ -85,9 +118,10 @@ class SelectEvidence(Stage):
             embedder.embed([question], "query", timeout_s=timeout),
             embedder.embed([s.text for s in sentences], "passage", timeout_s=timeout),
         )
-        if self.reader is not None:
+        reader = await self.reader.get()
+        if reader is not None:
             reading, (q, passages) = await asyncio.gather(
-                asyncio.to_thread(self.reader.read, question, texts), embedding
+                asyncio.to_thread(reader.read, question, texts), embedding
             )
         else:
             reading, (q, passages) = None, await embedding
