@@ -308,30 +308,42 @@ def score(rows: list[dict], held_rows: list[dict], gold_doc: dict[str, str]) -> 
 
 def abstention_grid(rows: list[dict], label: str) -> Table:
     """Abstention on unanswerable and answerable questions at other thresholds, from the
-    reader margins and similarities the gateway reported: the chat abstains when the margin
-    is below its threshold and the similarity below its own."""
+    reader margins and similarities the gateway reported: the chat abstains when the
+    similarity is below the floor, or the margin below its threshold and the similarity below
+    its own."""
     t = Table(title=f"Abstention at other thresholds: {label}")
-    for c in ("reader margin >=", "similarity >=", "abstain unanswerable", "abstain answerable"):
+    for c in (
+        "similarity floor",
+        "reader margin >=",
+        "similarity >=",
+        "abstain unanswerable",
+        "abstain answerable",
+    ):
         t.add_column(c, justify="right")
     have = [r for r in rows if r.get("similarity") is not None]
     if not have:
         return t
-    for margin in (-0.5, -0.2, 0.0, 0.2, 0.4, 0.6, 1.01):
-        for sim in (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 1.01):
+    for floor in (-1.0, 0.3, 0.35, 0.4, 0.45, 0.5):
+        for margin in (-0.5, 0.0, 0.2, 0.4, 0.6, 1.01):
+            for sim in (0.5, 0.6, 0.7, 1.01):
 
-            def abstains(r: dict, margin: float = margin, sim: float = sim) -> bool:
-                m = r.get("reader_margin")
-                return (m is None or m < margin) and r["similarity"] < sim
+                def abstains(
+                    r: dict, floor: float = floor, margin: float = margin, sim: float = sim
+                ) -> bool:
+                    m = r.get("reader_margin")
+                    s = r["similarity"]
+                    return s < floor or ((m is None or m < margin) and s < sim)
 
-            un = [abstains(r) for r in have if not r["answerable"]]
-            an = [abstains(r) for r in have if r["answerable"]]
-            if un and an:
-                t.add_row(
-                    f"{margin:g}",
-                    f"{sim:g}",
-                    f"{statistics.mean(un):.3f}",
-                    f"{statistics.mean(an):.3f}",
-                )
+                un = [abstains(r) for r in have if not r["answerable"]]
+                an = [abstains(r) for r in have if r["answerable"]]
+                if un and an:
+                    t.add_row(
+                        f"{floor:g}",
+                        f"{margin:g}",
+                        f"{sim:g}",
+                        f"{statistics.mean(un):.3f}",
+                        f"{statistics.mean(an):.3f}",
+                    )
     return t
 
 

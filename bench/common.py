@@ -98,7 +98,7 @@ def suite_supervisor(env: dict[str, str] | None = None, *, restart: bool = False
                 **(env or {}),
             }
         )
-        supervisor = Supervisor(Path(tmp), print)
+        supervisor = Supervisor(Path(tmp), print, train=False)  # measure what is there
         stop: asyncio.Event | None = None
         loop = asyncio.new_event_loop()
         watcher = None

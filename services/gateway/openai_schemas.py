@@ -104,8 +104,9 @@ class ChatCompletionRequest(BaseModel):
     answer_mode: Literal["extractive", "generative", "auto"] | None = Field(
         None,
         description="extractive: the reader's answer with its [n]; generative: the "
-        "generator's, every sentence checked against the sources; auto: generative, and the "
-        "extracted sentence when nothing it wrote is supported. Default: settings (auto).",
+        "generator's, every sentence checked against the sources; auto: the reader's answer "
+        "when it finds one, else generative, and the extracted sentence when nothing it "
+        "wrote is supported. Default: settings (auto).",
     )
     evidence_selection: bool | None = Field(
         None,

@@ -201,8 +201,8 @@ class GatewaySettings(RagrailSettings):
         description="How a grounded chat answers when the request does not say (answer_mode): "
         "extractive, the reader's sentence with its [n]; generative, the generator's answer "
         "from the selected evidence, sentence by sentence checked against the sources; auto, "
-        "generative, falling back to the extracted sentence when nothing generated is "
-        "supported.",
+        "the reader's answer when it finds one (chat_auto_extract_margin), else generative, "
+        "falling back to the extracted sentence when nothing generated is supported.",
     )
     chat_evidence_selection: bool = Field(
         True,
@@ -249,6 +249,21 @@ class GatewaySettings(RagrailSettings):
         description="What an extractive answer is: the sentence that holds the reader's span, "
         "or the span alone (highlighted in its source either way).",
     )
+    chat_extractive_max_sentences: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Most sentences of an extractive answer (unit sentence): the reader's best "
+        "span's, then those of its next best spans in other sentences that are at least "
+        "chat_extractive_min_ratio as likely, in document order, each with its [n].",
+    )
+    chat_extractive_min_ratio: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="How likely, relative to the best span, another span must be for its "
+        "sentence to join an extractive answer.",
+    )
     chat_support_threshold: float = Field(
         0.75,
         gt=0,
@@ -260,6 +275,16 @@ class GatewaySettings(RagrailSettings):
         "drop",
         description="A generated sentence no source supports is dropped, or kept and marked "
         "[unsupported]; either way the answer's report lists it.",
+    )
+    chat_auto_extract_margin: float = Field(
+        0.0,
+        ge=-1,
+        le=1.01,
+        description="In auto mode, the reader's margin (answer minus no-answer probability) "
+        "from which its extract answers without generating; below it the generator writes "
+        "from the evidence (1.01: always generate first). The extract is exact, cited and "
+        "about as good as SmolLM2-135M's grounded answer on COVID-QA, at a quarter of the "
+        "time (docs/benchmarks.md).",
     )
     chat_stop_at_unsupported: bool = Field(
         True,
@@ -273,6 +298,15 @@ class GatewaySettings(RagrailSettings):
         le=1,
         description="The reader's answer probability minus its no-answer probability from "
         "which the sources count as holding an answer.",
+    )
+    chat_abstain_min_similarity: float = Field(
+        0.35,
+        ge=-1,
+        le=1,
+        description="Cosine of the closest sentence with the question below which the sources "
+        "never count as holding an answer, whatever the reader says: a reader trained on "
+        "questions about their own documents also finds confident spans for questions about "
+        "something else.",
     )
     chat_abstain_similarity: float = Field(
         0.6,

@@ -234,6 +234,12 @@ class Reader:
 
     def read(self, question: str, passages: list[str]) -> list[Answer]:
         """One answer per passage, in passage order (text "" when a passage has no tokens)."""
+        return [found[0] for found in self.read_all(question, passages, 1)]
+
+    def read_all(self, question: str, passages: list[str], per_passage: int) -> list[list[Answer]]:
+        """Per passage (in order), its best spans in up to `per_passage` different sentences,
+        best first: a question whose answer takes two sentences (how bees tell where food is:
+        they dance, and the run's angle and length say where) gets both."""
         q_ids = self.tokenizer.encode(question, add_special_tokens=False).ids
         q_ids = q_ids[: self.max_question_tokens]
         encoded = [self.tokenizer.encode(p, add_special_tokens=False) for p in passages]
@@ -241,7 +247,7 @@ class Reader:
         for i, enc in enumerate(encoded):
             rows += [(i, lo, hi) for lo, hi in self._windows(q_ids, len(enc.ids))]
         if not rows:
-            return [self._empty(i) for i in range(len(passages))]
+            return [[self._empty(i)] for i in range(len(passages))]
         width = max(len(q_ids) + 3 + hi - lo for _, lo, hi in rows)
         ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -255,10 +261,12 @@ class Reader:
         start_logits, end_logits = self.run(
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         )
-        best: dict[int, Answer] = {}
+        found: dict[int, list[Answer]] = {}  # passage -> its windows' best spans
+        sentences = {i: sentence_spans(passages[i]) for i, _, _ in rows}
         for r, (i, lo, hi) in enumerate(rows):
-            answer = self._decode(
+            spans = self._decode(
                 passages[i],
+                sentences[i],
                 i,
                 encoded[i].offsets,
                 lo,
@@ -266,14 +274,23 @@ class Reader:
                 len(head),
                 start_logits[r],
                 end_logits[r],
+                per_passage,
             )
-            if i not in best or answer.score - answer.no_answer > best[i].score - best[i].no_answer:
-                best[i] = answer
-        return [best.get(i) or self._empty(i) for i in range(len(passages))]
+            found.setdefault(i, []).extend(spans)
+        # Windows overlap: a sentence keeps its best span.
+        out = []
+        for i in range(len(passages)):
+            kept: list[Answer] = []
+            for answer in sorted(found.get(i, []), key=_gain, reverse=True):
+                if not any(_same_sentence(answer, x) for x in kept):
+                    kept.append(answer)
+            out.append(kept[:per_passage] or [self._empty(i)])
+        return out
 
     def _decode(
         self,
         text: str,
+        sentences: list[Any],
         passage: int,
         offsets: list[tuple[int, int]],
         lo: int,
@@ -281,7 +298,9 @@ class Reader:
         first: int,
         start_logits: np.ndarray,
         end_logits: np.ndarray,
-    ) -> Answer:
+        k: int = 1,
+    ) -> list[Answer]:
+        """The window's best spans in up to `k` different sentences, best first."""
         n = hi - lo
         # Context tokens and [CLS] compete; question, [SEP] and padding do not.
         s = np.concatenate([start_logits[:1], start_logits[first : first + n]]).astype(np.float64)
@@ -291,30 +310,56 @@ class Reader:
         band = np.triu(np.ones((n, n), dtype=bool)) & ~np.triu(
             np.ones((n, n), dtype=bool), self.max_answer_tokens
         )
-        scores = np.where(band, scores, -np.inf)
-        a, b = divmod(int(np.argmax(scores)), n)
-        start, end = offsets[lo + a][0], offsets[lo + b][1]
-        s_lo, s_hi = sentence_around(text, start, end)
-        return Answer(
-            passage=passage,
-            start=start,
-            end=end,
-            text=text[start:end],
-            sentence_start=s_lo,
-            sentence_end=s_hi,
-            sentence=text[s_lo:s_hi],
-            score=float(ps[a + 1] * pe[b + 1]),
-            no_answer=float(ps[0] * pe[0]),
-        )
+        scores = np.where(band, scores, -np.inf).ravel()
+        # The best span first; then, for k > 1, the next best in a sentence not yet taken
+        # (the few hundred best spans are enough to find them).
+        order = [int(np.argmax(scores))] if k == 1 else np.argsort(-scores)[: 50 * k].tolist()
+        out: list[Answer] = []
+        for flat in order:
+            if not np.isfinite(scores[flat]):
+                break
+            a, b = divmod(flat, n)
+            start, end = offsets[lo + a][0], offsets[lo + b][1]
+            s_lo, s_hi = _sentence_around(sentences, start, end)
+            if any(s_lo < x.sentence_end and x.sentence_start < s_hi for x in out):
+                continue  # a sentence already taken (or a span across it and another)
+            out.append(
+                Answer(
+                    passage=passage,
+                    start=start,
+                    end=end,
+                    text=text[start:end],
+                    sentence_start=s_lo,
+                    sentence_end=s_hi,
+                    sentence=text[s_lo:s_hi],
+                    score=float(ps[a + 1] * pe[b + 1]),
+                    no_answer=float(ps[0] * pe[0]),
+                )
+            )
+            if len(out) == k:
+                break
+        return out
 
     @staticmethod
     def _empty(passage: int) -> Answer:
         return Answer(passage, 0, 0, "", 0, 0, "", 0.0, 1.0)
 
 
+def _gain(answer: Answer) -> float:
+    return answer.score - answer.no_answer
+
+
+def _same_sentence(a: Answer, b: Answer) -> bool:
+    """Whether the two answers' sentences overlap."""
+    return a.sentence_start < b.sentence_end and b.sentence_start < a.sentence_end
+
+
 def sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
     """The offsets of the sentence(s) of `text` that hold [start, end)."""
-    spans = sentence_spans(text)
+    return _sentence_around(sentence_spans(text), start, end)
+
+
+def _sentence_around(spans: list[Any], start: int, end: int) -> tuple[int, int]:
     lo = next((s.start for s in spans if s.end > start), start)
     hi = next((s.end for s in reversed(spans) if s.start < end), end)
     return min(lo, start), max(hi, end)

@@ -95,6 +95,8 @@ def test_extractive_answer_is_a_sentence_of_its_source_with_its_citation(gateway
     content = reply["choices"][0]["message"]["content"]
     assert reply["answer"]["mode"] == "extractive" and not reply["answer"]["abstained"]
     assert reply["answer"]["reader_margin"] is not None
+    # The best span's sentence and at most one more (chat_extractive_max_sentences 2), both
+    # from its chunk: one source cited.
     cited = check_citations(reply)
     assert len(cited) == 1 and content.endswith(("]", "].", "]?", "]!"))
     source = reply["citations"][cited[0] - 1]
@@ -103,11 +105,18 @@ def test_extractive_answer_is_a_sentence_of_its_source_with_its_citation(gateway
     assert kinds == {"answer", "sentence"}
     for span in source["evidence"]:
         assert texts[source["chunk_id"]][span["start"] : span["end"]] == span["text"]
-    sentence = next(e for e in source["evidence"] if e["kind"] == "sentence")
-    answer = next(e for e in source["evidence"] if e["kind"] == "answer")
-    assert sentence["start"] <= answer["start"] <= answer["end"] <= sentence["end"]
-    # The answer is that sentence, then its [n].
-    assert re.sub(r"\s*\[\d+\]", "", content) == sentence["text"]
+    sentences = sorted(
+        (e for e in source["evidence"] if e["kind"] == "sentence"), key=lambda e: e["start"]
+    )
+    answers = sorted(
+        (e for e in source["evidence"] if e["kind"] == "answer"), key=lambda e: e["start"]
+    )
+    assert 1 <= len(sentences) == len(answers) <= 2
+    for sentence, answer in zip(sentences, answers, strict=True):
+        assert sentence["start"] <= answer["start"] <= answer["end"] <= sentence["end"]
+    # The answer is those sentences in text order, each with its [n].
+    assert content.count(f"[{cited[0]}]") == len(sentences)
+    assert re.sub(r"\s*\[\d+\]", "", content) == " ".join(s["text"] for s in sentences)
     # No generation: no tokens.
     assert reply["usage"]["completion_tokens"] == 0
 
@@ -133,6 +142,22 @@ def test_grounded_generation_cites_every_sentence(gateway: str) -> None:
         # A prompt of selected sentences, not of whole chunks.
         if report["mode"] == "generative":
             assert 0 < reply["usage"]["prompt_tokens"] < 400
+
+
+def test_auto_answers_with_the_reader_when_it_is_sure_enough(tmp_path: Path) -> None:
+    settings = {"chat_abstain_reader_margin": "1.0", "chat_abstain_similarity": "0.4"}
+    # Any reading is sure enough: the reader's answer, nothing generated.
+    with gateway_process(tmp_path / "sure.log", chat_auto_extract_margin="-1", **settings) as url:
+        sure = ask(url, BEES, answer_mode="auto")
+        extract = ask(url, BEES, answer_mode="extractive")
+    assert sure["answer"]["mode"] == "extractive"
+    assert sure["usage"]["completion_tokens"] == 0 and sure["usage"]["prompt_tokens"] == 0
+    assert sure["choices"][0]["message"]["content"] == extract["choices"][0]["message"]["content"]
+    # None is: the generator writes first.
+    never = tmp_path / "never.log"
+    with gateway_process(never, chat_auto_extract_margin="1.01", **settings) as url:
+        generated = ask(url, BEES, answer_mode="auto")
+    assert generated["usage"]["completion_tokens"] > 0 and generated["usage"]["prompt_tokens"] > 0
 
 
 def test_unsupported_sentences_are_marked_or_dropped(gateway: str, tmp_path: Path) -> None:

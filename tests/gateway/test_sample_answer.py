@@ -1,9 +1,10 @@
 """The sample question of `make up`, asked of the default stack as `ragrail up --sample` asks
 it: the real embedder, retriever and generator (SmolLM2-135M), the gateway's defaults
 (answer_mode auto, evidence selection, grounding) and the newest reader that
-`python -m trainers.reader` registered under models/reader/. It must answer with the waggle
-dance (direction from the run's angle, distance from its length), citing [1], the honeybee
-document."""
+`python -m trainers.reader` registered under models/reader/ (what `ragrail up` trains on a
+first start; skipped where none is trained, as in CI: the default recipe takes about 10
+minutes). It must answer with the waggle dance (direction from the run's angle, distance
+from its length), citing [1], the honeybee document."""
 
 from __future__ import annotations
 
@@ -30,13 +31,6 @@ def reader() -> registry.Entry:
     return found[-1]
 
 
-@pytest.mark.xfail(
-    reason="issue 14 open: with the first reader (minilm-covidqa/v1, one epoch) the default "
-    "stack answers 'Honeybees communicate mostly through dances and scent [1].' (the right "
-    "document, not the angle and length of the run), and SmolLM2-135M's generated sentences "
-    "are unsupported and dropped",
-    strict=False,
-)
 def test_the_sample_question_is_answered_from_the_honeybee_document(suite, reader) -> None:  # type: ignore[no-untyped-def]
     reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
     assert reply.status_code in (201, 409), reply.text
@@ -69,3 +63,4 @@ def test_the_sample_question_is_answered_from_the_honeybee_document(suite, reade
     assert numbers == {c["index"] for c in body["citations"] if c["cited"]}
     assert first["evidence"], "the cited source shows the evidence it gave"
     assert body["answer"]["mode"] in ("generative", "extractive")
+    assert not body["answer"]["abstained"]

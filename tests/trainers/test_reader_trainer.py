@@ -116,6 +116,19 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
         assert 0 <= a.score <= 1 and 0 <= a.no_answer <= 1
     assert len(reader._windows([1] * 10, 500)) > 1  # the long passage took several windows
     assert answers[2].text == "" and not answers[2].has_answer
+    # Several answers per passage: spans in different sentences, best first, the first the
+    # one `read` gives.
+    found = reader.read_all("who presented the running machine?", passages, 3)
+    assert [len(f) for f in found] == [3, 1, 1]
+    assert [f[0] for f in found] == answers
+    spans = found[0]
+    gains = [a.score - a.no_answer for a in spans]
+    assert gains == sorted(gains, reverse=True)
+    for i, a in enumerate(spans):
+        assert long[a.start : a.end] == a.text
+        assert long[a.sentence_start : a.sentence_end] == a.sentence
+        for b in spans[i + 1 :]:
+            assert a.sentence_end <= b.sentence_start or b.sentence_end <= a.sentence_start
     assert Reader.from_registry(root=tmp_path).max_length == 96  # newest reader
     with pytest.raises(registry.RegistryError, match="no reader"):
         Reader.from_registry(root=tmp_path / "empty")

@@ -21,6 +21,7 @@ either directory the same way. gzip with a fixed mtime: the same input gives the
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from trainers.shipped import gzip_rows, read_rows, write_or_check
@@ -39,6 +40,32 @@ SETS = (
 NON_COMMERCIAL = frozenset({"ag_news_test", "myfixit_repair_manuals"})
 
 
+def reading_comprehension(source: Path) -> list[dict]:
+    """Questions people ask about documents and the answers found in them, benign (label 0):
+    COVID-QA's train questions and answers (Apache-2.0; the test questions ask about other
+    articles and stay out) and XQuAD English's questions (CC BY-SA 4.0). Without them the
+    content-safety head refused one COVID-QA test question in twenty ("Why is additional
+    research needed?" as other hazards) and some answers quoted from virology papers."""
+    covidqa = read_rows(source / "covidqa" / "questions" / "train.jsonl")
+    rows = [
+        {"text": q["question"], "label": 0, "source": "covidqa_train_question"} for q in covidqa
+    ]
+    rows += [
+        {"text": q["answers"][0], "label": 0, "source": "covidqa_train_answer"}
+        for q in covidqa
+        if len(q["answers"][0].split()) >= 5  # sentence-like answers, as the gateway gives them
+    ]
+    xquad = json.loads((source / "xquad_en" / "xquad.en.json").read_text(encoding="utf-8"))
+    rows += [
+        {"text": qa["question"], "label": 0, "source": "xquad_en_question"}
+        for article in xquad["data"]
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    ]
+    seen: set[str] = set()
+    return [r for r in rows if not (r["text"] in seen or seen.add(r["text"]))]  # type: ignore[func-returns-value]
+
+
 def build(source: Path) -> dict[str, tuple[bytes, dict]]:
     """{relative path: (file bytes, stats)} of the shipped files."""
     out: dict[str, tuple[bytes, dict]] = {}
@@ -47,6 +74,8 @@ def build(source: Path) -> dict[str, tuple[bytes, dict]]:
         kept = [r for r in rows if r.get("source") not in NON_COMMERCIAL]
         stats = {"rows": len(kept), "dropped_non_commercial": len(rows) - len(kept)}
         out[f"{name}/train.jsonl.gz"] = (gzip_rows(kept), stats)
+    rows = reading_comprehension(source)
+    out["reading_comprehension/train.jsonl.gz"] = (gzip_rows(rows), {"rows": len(rows)})
     return out
 
 

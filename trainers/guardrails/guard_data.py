@@ -10,6 +10,7 @@ with one label per head (-1: not labelled for that head, left out of its loss):
 | injections_extra | label | 0 for benign rows | - |
 | benign_instructions | 0 | 0 | - |
 | content_safety | 0 for safe rows | label, category | - |
+| reading_comprehension (COVID-QA train questions and answers, XQuAD questions) | 0 | 0 | - |
 | in-domain questions (--in-domain) | 0 | 0 | - |
 | document windows (documents_mixed, samples/corpus, --benign-docs), with
   injections_extra train attacks planted in some | - | - | 0 / 1 |
@@ -55,7 +56,13 @@ CATEGORIES = (
     "elections",
     "other",
 )
-PROMPT_SETS = ("prompt_injections", "injections_extra", "benign_instructions", "content_safety")
+PROMPT_SETS = (
+    "prompt_injections",
+    "injections_extra",
+    "benign_instructions",
+    "content_safety",
+    "reading_comprehension",
+)
 DOCUMENT_SET = "documents_mixed"
 WINDOW_CHARS = 500
 
@@ -112,6 +119,8 @@ def prompt_group(source: str) -> str:
 def prompt_example(set_name: str, row: dict) -> Example:
     text, source, label = str(row["text"]), str(row.get("source") or set_name), int(row["label"])
     name = f"{set_name}/{source}"
+    if set_name == "reading_comprehension":  # what a RAG user asks, and the answers quoted
+        return Example(text, name, "in_domain", injection=0, unsafe=0)
     if set_name == "benign_instructions":
         return Example(text, name, prompt_group(source), injection=0, unsafe=0)
     if set_name == "content_safety":

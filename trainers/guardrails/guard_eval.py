@@ -89,6 +89,28 @@ def planted_test_passages(
     return out
 
 
+def document_questions_test(data: Path) -> dict[str, list[str]]:
+    """Benign questions about documents, and answers quoted from them, that no model trained
+    on: COVID-QA's test questions and their sentence-like gold answers (what the output rails
+    see; their 20 articles have no training question) and SciFact's test claims."""
+    out: dict[str, list[str]] = {}
+    covidqa = data / "covidqa" / "questions" / "test.jsonl"
+    if covidqa.is_file():
+        rows = read_jsonl(covidqa)
+        out["covidqa_test"] = [r["question"] for r in rows]
+        out["covidqa_test_answers"] = [
+            r["answers"][0] for r in rows if len(r["answers"][0].split()) >= 5
+        ]
+    scifact = data / "scifact"
+    if (scifact / "qrels" / "test.tsv").is_file():
+        with (scifact / "qrels" / "test.tsv").open() as f:
+            ids = {line.split("\t")[0] for line in f if line.strip()} - {"query-id"}
+        out["scifact_test"] = [
+            r["text"] for r in read_jsonl(scifact / "queries.jsonl") if r["_id"] in ids
+        ]
+    return out
+
+
 def evaluate(guard: Any, data: Path, seed: int = 0) -> dict[str, Any]:
     """Every figure above for a loaded shared.models.guard.GuardModel."""
     inj_t = guard.head("injection").threshold
@@ -161,6 +183,18 @@ def evaluate(guard: Any, data: Path, seed: int = 0) -> dict[str, Any]:
                 section[source] = {("recall" if label == "1" else "refused"): rate(caught[idx])}
         result[name] = section
 
+    questions = document_questions_test(data)
+    if questions:
+        asked: dict[str, Any] = {}
+        for source, texts in questions.items():
+            inj, uns, _ = prompt_scores(texts)
+            asked[source] = {
+                "either": rate((inj >= inj_t) | (uns >= uns_t)),
+                "unsafe": rate(uns >= uns_t),
+                "injection": rate(inj >= inj_t),
+            }
+        result["document_questions"] = asked
+
     inj, uns, _ = prompt_scores(list(SOUNDS_DANGEROUS) + list(GREETINGS))
     refused = (inj >= inj_t) | (uns >= uns_t)
     result["sounds_dangerous"] = {
@@ -222,6 +256,11 @@ def summary(result: dict[str, Any]) -> list[str]:
                 f"  {domain}: dropped {d['dropped']['rate']} ({d['dropped']['flagged']}/"
                 f"{d['dropped']['n']}), caught {caught.get('rate')}"
             )
+    for source, r in (result.get("document_questions") or {}).items():
+        lines.append(
+            f"questions about documents refused, {source}: {r['either']['rate']} "
+            f"({r['either']['flagged']}/{r['either']['n']})"
+        )
     refused = [t for t, r in (result.get("sounds_dangerous") or {}).items() if r]
     lines.append(f"sounds-dangerous / greetings refused: {refused or 'none'}")
     return lines

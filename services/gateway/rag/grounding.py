@@ -56,6 +56,7 @@ class GroundingOptions:
     evidence_selection: bool  # the prompt holds selected sentences, not whole chunks
     enabled: bool  # citations checked and attributed, unsupported sentences handled, abstention
     unsupported: Literal["drop", "mark"]
+    auto_extract_margin: float = 0.0  # auto: the reader's margin from which it answers alone
 
     @property
     def needs_evidence(self) -> bool:
@@ -78,6 +79,7 @@ class GroundingOptions:
             # An extractive or auto answer is grounded by construction.
             enabled=enabled or mode != "generative",
             unsupported=settings.chat_unsupported,
+            auto_extract_margin=settings.chat_auto_extract_margin,
         )
 
 
@@ -101,6 +103,18 @@ class Reading:
     source: int
     span: Span
     margin: float  # span probability minus no-answer probability, in [-1, 1]
+    # Further answer sentences (source, span) the reader finds nearly as likely, best first.
+    more: tuple[tuple[int, Span], ...] = ()
+
+    def renumber(self, new: dict[int, int]) -> Reading:
+        return Reading(
+            new[self.source], self.span, self.margin, tuple((new[n], s) for n, s in self.more)
+        )
+
+    def parts(self) -> list[tuple[int, Span]]:
+        """The best span and the further ones, in source and then text order."""
+        found = [(self.source, self.span), *self.more]
+        return sorted(found, key=lambda p: (p[0], p[1].sentence_start))
 
 
 @dataclass(slots=True)

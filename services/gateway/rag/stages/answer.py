@@ -1,17 +1,18 @@
 """How a grounded chat answers: abstain, extract, or generate and keep what the sources support.
 
-    answer_mode  extractive  the reader's answer (its sentence, or its span) with its [n]
+    answer_mode  extractive  the reader's answer (its sentences, or its span) with its [n]
                  generative  the generator's answer from the selected evidence; every sentence
                              is checked against the sources: cited by the model when its
                              citation holds, else attributed to the source that supports it
                              best (and the answer says so), else dropped or marked
-                 auto        generative, and when no sentence is supported, the extracted
-                             sentence instead (the default)
+                 auto        extractive when the reader finds an answer (margin from
+                             chat_auto_extract_margin), else generative, and when no sentence
+                             is supported, the extracted sentence instead (the default)
 
 Before any of them, `DecideAbstention` asks whether the sources hold an answer at all: when
-the reader finds no span more likely than "no answer" and no sentence comes close to the
-question, the reply is the abstention ("The documents do not say.") with the closest
-sources, and nothing is generated.
+no sentence is even related to the question, or the reader finds no span more likely than
+"no answer" and no sentence comes close to it, the reply is the abstention ("The documents
+do not say.") with the closest sources, and nothing is generated.
 
 Support is alignment (rag/grounding.py): the share of a sentence's content words that a
 source holds. While streaming, each sentence is sent once it is complete and supported, so
@@ -50,7 +51,8 @@ class DecideAbstention(Stage):
             chat.reading.margin >= self.settings.chat_abstain_reader_margin
         )
         close = similarity >= self.settings.chat_abstain_similarity
-        chat.abstain = not (reader_says or close)
+        related = similarity >= self.settings.chat_abstain_min_similarity
+        chat.abstain = not (related and (reader_says or close))
 
 
 def _report(chat: ChatState) -> AnswerReport:
@@ -99,33 +101,44 @@ class Abstain:
 
 
 class Extract:
-    """The reader's answer with its citation: its sentence (chat_extractive_unit sentence)
-    or the span alone (span); without a reader, the sentence closest to the question."""
+    """The reader's answer with its citations: the sentence of its best span and of its next
+    best spans in other sentences (chat_extractive_unit sentence, up to
+    chat_extractive_max_sentences, each ending with its [n]) or the best span alone (span);
+    without a reader, the sentence closest to the question."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
 
-    def sentence(self, chat: ChatState) -> tuple[str, int]:
-        """The extracted text and its source number; highlights it in that source."""
+    def parts(self, chat: ChatState) -> list[tuple[str, int]]:
+        """The extracted texts with their source numbers; highlights them in those sources."""
         if chat.reading is not None:
             r = chat.reading
-            _highlight(chat, r.source, r.span.start, r.span.end, "answer")
-            _highlight(chat, r.source, r.span.sentence_start, r.span.sentence_end, "sentence")
             if self.settings.chat_extractive_unit == "span":
-                return r.span.text, r.source
-            return r.span.sentence, r.source
+                _highlight(chat, r.source, r.span.start, r.span.end, "answer")
+                _highlight(chat, r.source, r.span.sentence_start, r.span.sentence_end, "sentence")
+                return [(r.span.text, r.source)]
+            out = []
+            for source, span in r.parts():
+                _highlight(chat, source, span.start, span.end, "answer")
+                _highlight(chat, source, span.sentence_start, span.sentence_end, "sentence")
+                out.append((span.sentence, source))
+            return out
         assert chat.evidence is not None
         best = chat.evidence.best()
         assert best is not None
         s = best[0]
         _highlight(chat, s.source, s.start, s.end, "sentence")
-        return s.text, s.source
+        return [(s.text, s.source)]
+
+    def text(self, chat: ChatState) -> str:
+        # The document's own reference marks ("[6, 18]") would read as the gateway's [n].
+        return " ".join(
+            grounding.with_citation(grounding.CITATION.sub("", text), source)
+            for text, source in self.parts(chat)
+        )
 
     async def complete(self, chat: ChatState) -> None:
-        text, source = self.sentence(chat)
-        # The document's own reference marks ("[6, 18]") would read as the gateway's [n].
-        text = grounding.CITATION.sub("", text)
-        chat.answer = Answer(grounding.with_citation(text, source), "stop")
+        chat.answer = Answer(self.text(chat), "stop")
         report = _report(chat)
         report.mode = "extractive"
 
@@ -198,9 +211,8 @@ class GroundedGenerate:
         abstention."""
         report = _report(chat)
         if chat.options.grounding.mode == "auto":
-            text, source = self.extract.sentence(chat)
             report.mode = "extractive"
-            return grounding.with_citation(grounding.CITATION.sub("", text), source)
+            return self.extract.text(chat)
         report.mode = "abstained"
         report.abstained = True
         return self.abstain.text(chat)
@@ -273,12 +285,23 @@ class Answerers:
             return self.generate
         if chat.abstain:
             return self.abstain
-        if g.mode == "extractive":
+        if self.extracts(chat):
             return self.extract
         return self.grounded if g.enabled else self.generate
 
     @staticmethod
+    def extracts(chat: ChatState) -> bool:
+        """Extractive mode, or auto with a reader sure enough of its answer."""
+        g = chat.options.grounding
+        if g.mode == "extractive":
+            return True
+        return (
+            g.mode == "auto"
+            and chat.reading is not None
+            and chat.reading.margin >= g.auto_extract_margin
+        )
+
+    @staticmethod
     def generates(chat: ChatState) -> bool:
         """Whether the chosen way calls the generator (else no prompt is counted)."""
-        g = chat.options.grounding
-        return chat.evidence is None or not (chat.abstain or g.mode == "extractive")
+        return chat.evidence is None or not (chat.abstain or Answerers.extracts(chat))

@@ -119,10 +119,12 @@ class SelectEvidence(Stage):
             embedder.embed([s.text for s in sentences], "passage", timeout_s=timeout),
         )
         reader = await self.reader.get()
+        per_passage = self.settings.chat_extractive_max_sentences
         if reader is not None:
-            reading, (q, passages) = await asyncio.gather(
-                asyncio.to_thread(reader.read, question, texts), embedding
+            found, (q, passages) = await asyncio.gather(
+                asyncio.to_thread(reader.read_all, question, texts, per_passage), embedding
             )
+            reading = [answers[0] for answers in found]
         else:
             reading, (q, passages) = None, await embedding
             chat.warnings.append(
@@ -146,7 +148,21 @@ class SelectEvidence(Stage):
 
             weight = self.settings.chat_reader_similarity_weight
             best = max(reading, key=lambda a: a.score - a.no_answer + weight * closeness(a))
-            chat.reading = Reading(best.passage + 1, best, best.score - best.no_answer)
+            # Further answer sentences come from the best span's chunk only: the answer goes
+            # on there (the dance, then what its angle and length say), and another chunk's
+            # likely span is more often an answer to something else.
+            floor = best.score * self.settings.chat_extractive_min_ratio
+            others = [
+                a
+                for a in found[best.passage]
+                if a.has_answer and a.score >= floor and a.sentence_start != best.sentence_start
+            ][: per_passage - 1]
+            chat.reading = Reading(
+                best.passage + 1,
+                best,
+                best.score - best.no_answer,
+                tuple((a.passage + 1, a) for a in others),
+            )
             # The reader's sentence leads the evidence: raise it above every cosine score.
             for i, s in enumerate(sentences):
                 if s.source == best.passage + 1 and s.start < best.end and best.start < s.end:
@@ -204,8 +220,9 @@ class EvidencePrompt(BuildPrompt):
         order = shown[: len(prompt.sources)] + shown[len(prompt.sources) :] + rest
         chat.evidence.renumber({old: new for new, old in enumerate(order, start=1)})
         if chat.reading is not None:
-            moved = order.index(chat.reading.source) + 1
-            chat.reading = dataclasses.replace(chat.reading, source=moved)
+            chat.reading = chat.reading.renumber(
+                {old: new for new, old in enumerate(order, start=1)}
+            )
         chat.passages = [chat.passages[n - 1] for n in order]
         chat.prompt = dataclasses.replace(prompt, sources=list(chat.passages))
         if prompt.dropped_sources:
