@@ -4,6 +4,7 @@ layout (`documents.jsonl`, `questions/test.jsonl`).
     python bench/answers.py --questions 60          # the quick seed-0 subset
     python bench/answers.py                          # every test question (figures)
     python bench/answers.py --configs today,baseline,default --max-tokens 96
+    python bench/answers.py --configs today:60,baseline,default   # today's slow pipeline on 60
     python bench/answers.py --gateway http://127.0.0.1:8080   # a running suite, as configured
 
 It starts the suite on free ports (as `ragrail up` would, plus `--env` settings), ingests the
@@ -33,6 +34,7 @@ Per-question outputs go to `--out` (JSONL per configuration) for reading the fai
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import re
@@ -412,6 +414,12 @@ def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table
     return t
 
 
+def config_arg(text: str) -> tuple[str, int]:
+    """"name" or "name:N" of --configs."""
+    name, _, limit = text.partition(":")
+    return name, int(limit or 0)
+
+
 def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
     docs, questions = load_qa(args.data, args.split)
     answerable, unanswerable, held = split_questions(
@@ -430,16 +438,43 @@ def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
     # Warm-up: first-call costs (model pages, connections) out of the first row's latency.
     ask(client, answerable[0]["question"], FULL, {}, 8)
     results = []
-    for name in args.configs:
+    kept: dict[str, list[dict]] = {}
+    for name, limit in args.configs:
         config = CONFIGS[name]
+        asked, held_asked = answerable, unanswerable
+        if limit:  # a slow configuration on the seed sample of `limit` (a subset of the rest)
+            asked, held_asked, _ = split_questions(questions, limit, args.holdout, args.seed)
+            config = dataclasses.replace(config, label=f"{config.label} [{limit} q.]")
         out = args.out / f"answers-{name}.jsonl" if args.out else None
         rows: list[dict] = []
-        results.append(
-            (config, run_config(client, config, answerable, unanswerable, args, out, rows))
-        )
+        results.append((config, run_config(client, config, asked, held_asked, args, out, rows)))
+        kept[name] = rows
         console.print(table(results, args))  # every finished row, in case a later one fails
         if args.abstention_grid and config.kind == "chat":
             console.print(abstention_grid(rows, config.label))
+    # Like with like: the configurations asked everything, scored on a sample's questions too.
+    gold = {q["id"]: q["document_id"] for q in questions}
+    for name, limit in args.configs:
+        if not limit:
+            continue
+        keys = {(r["id"], r["answerable"]) for r in kept[name]}
+        for other, other_limit in args.configs:
+            if other_limit:
+                continue
+            same = [r for r in kept[other] if (r["id"], r["answerable"]) in keys]
+            config = CONFIGS[other]
+            results.append(
+                (
+                    dataclasses.replace(config, label=f"{config.label} [the {limit} q.]"),
+                    score(
+                        [r for r in same if r["answerable"]],
+                        [r for r in same if not r["answerable"]],
+                        gold,
+                    ),
+                )
+            )
+    if any(limit for _, limit in args.configs):
+        console.print(table(results, args))
     client.close()
     return results
 
@@ -466,9 +501,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--configs",
-        type=lambda s: [x for x in s.split(",") if x],
-        default=["today", "baseline", "default"],
-        help=f"Comma-separated, from {sorted(CONFIGS)}.",
+        type=lambda s: [config_arg(x) for x in s.split(",") if x],
+        default=[("today", 0), ("baseline", 0), ("default", 0)],
+        help=f"Comma-separated, from {sorted(CONFIGS)}; name:N asks that one only the seed "
+        "sample of N questions (a subset of the others'), which are then also scored on it.",
     )
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--top-k", type=int, default=4, help="Chunks of the no-model rows.")
@@ -488,7 +524,7 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = parser.parse_args()
-    unknown = set(args.configs) - set(CONFIGS)
+    unknown = {name for name, _ in args.configs} - set(CONFIGS)
     if unknown:
         console.print(f"[red]unknown configurations {sorted(unknown)}; known: {sorted(CONFIGS)}")
         return 2
