@@ -444,7 +444,7 @@ def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
         asked, held_asked = answerable, unanswerable
         if limit:  # a slow configuration on the seed sample of `limit` (a subset of the rest)
             asked, held_asked, _ = split_questions(questions, limit, args.holdout, args.seed)
-            config = dataclasses.replace(config, label=f"{config.label} [{limit} q.]")
+            config = dataclasses.replace(config, label=f"{config.label} ({limit} q.)")
         out = args.out / f"answers-{name}.jsonl" if args.out else None
         rows: list[dict] = []
         results.append((config, run_config(client, config, asked, held_asked, args, out, rows)))
@@ -465,7 +465,7 @@ def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
             config = CONFIGS[other]
             results.append(
                 (
-                    dataclasses.replace(config, label=f"{config.label} [the {limit} q.]"),
+                    dataclasses.replace(config, label=f"{config.label} (the same {limit} q.)"),
                     score(
                         [r for r in same if r["answerable"]],
                         [r for r in same if not r["answerable"]],
