@@ -8,10 +8,12 @@ with a fixed mtime and no file name: the same rows give the same bytes.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,20 @@ def write_or_check(files: dict[str, tuple[bytes, dict]], out: Path, check: bool)
         print(f"out of date: {', '.join(stale)}")
         return 1
     return 0
+
+
+def main(
+    prog: str,
+    doc: str,
+    build: Callable[[Path], dict[str, tuple[bytes, dict]]],
+    source: Path,
+    out: Path,
+    argv: list[str] | None = None,
+) -> int:
+    """A recipe's `python -m trainers.<model>.build_data [--source] [--out] [--check]`."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--source", type=Path, default=source)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--check", action="store_true", help="Compare, write nothing.")
+    args = parser.parse_args(argv)
+    return write_or_check(build(args.source), args.out, args.check)

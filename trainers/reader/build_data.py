@@ -17,11 +17,11 @@ either directory the same way.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from trainers.shipped import gzip_rows, gzip_text, read_rows, write_or_check
+from trainers import shipped
+from trainers.shipped import gzip_rows, gzip_text, read_rows
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -43,14 +43,9 @@ def build(source: Path) -> dict[str, tuple[bytes, dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainers.reader.build_data", description=__doc__.split("\n\n")[0]
+    return shipped.main(
+        "python -m trainers.reader.build_data", __doc__, build, SHARED_DATA, SHIPPED, argv
     )
-    parser.add_argument("--source", type=Path, default=SHARED_DATA)
-    parser.add_argument("--out", type=Path, default=SHIPPED)
-    parser.add_argument("--check", action="store_true", help="Compare, write nothing.")
-    args = parser.parse_args(argv)
-    return write_or_check(build(args.source), args.out, args.check)
 
 
 if __name__ == "__main__":
