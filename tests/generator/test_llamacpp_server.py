@@ -217,10 +217,15 @@ def test_full_queue_is_resource_exhausted_and_cancelled_streams_free_their_slots
 
 def test_deadline_is_honoured_and_stops_the_work(llamacpp: Service) -> None:
     started = time.monotonic()
-    # 0.1 s is below the prompt's own time to first token (~0.35 s here), so the deadline
-    # always fires; at 0.5 s a sampled early end of sequence sometimes beat it.
+    # A prompt no earlier request shared (the engine caches prefixes: a cached prompt's first
+    # token came so fast that a sampled early end of sequence beat the deadline) and long
+    # enough that evaluating it alone takes well over the 0.1 s deadline, which always fires.
+    prompt = f"Request {time.time_ns()}. " + "Describe the river Rhine in detail. " * 40
+    slow = [common_pb2.ChatMessage(role="user", content=prompt)]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        llamacpp.call("Generate", request(temperature=1.0, max_tokens=CONTEXT_LENGTH // 2), 0.1)
+        llamacpp.call(
+            "Generate", request(slow, temperature=1.0, max_tokens=CONTEXT_LENGTH // 2), 0.1
+        )
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - started < 5
     llamacpp.wait_idle()
