@@ -44,6 +44,7 @@ from shared.models.classifier import find_injection_model
 from shared.models.cross_encoder import find_reranker
 from shared.models.gates import reranker_gate
 from shared.models.guard import GUARD_ROLE, find_guard_model, newest_guard_model
+from shared.models.reader import ROLE as READER_ROLE
 from shared.models.settings import GuardrailsChoice, ReaderChoice, RerankerChoice
 from shared.topology import HTTP_SERVICES, endpoint
 
@@ -166,24 +167,38 @@ def needs_reader_training() -> bool:
     """No reader is configured (a name, or "none") and none is trained where the gateway looks."""
     if ReaderChoice().chat_reader_model:
         return False
-    return not registry.entries("reader")
+    return not registry.entries(READER_ROLE)
 
 
 def reader_out() -> Path:
     """Where the first start's reader training writes: the newest reader the gateway finds."""
-    return Path.cwd() / registry.models_root() / "reader" / "minilm-covidqa" / "v1"
+    return Path.cwd() / registry.models_root() / READER_ROLE / "minilm-covidqa" / "v1"
 
 
-def training_command(out: Path, module: str = "trainers.guardrails") -> list[str]:
-    """The trainer `module` with its arguments from the environment (or the defaults), writing
+@dataclass(frozen=True)
+class FirstStartTraining:
+    """A trainer `ragrail up` runs on a first start: its module, the variable that replaces
+    its default arguments, and its log's name."""
+
+    module: str
+    args_env: str
+    default_args: tuple[str, ...]
+    log: str
+
+
+GUARD_TRAINING = FirstStartTraining(
+    "trainers.guardrails", TRAIN_ARGS_ENV, DEFAULT_TRAIN_ARGS, TRAIN_LOG
+)
+READER_TRAINING = FirstStartTraining(
+    "trainers.reader", READER_TRAIN_ARGS_ENV, DEFAULT_READER_TRAIN_ARGS, READER_TRAIN_LOG
+)
+
+
+def training_command(out: Path, recipe: FirstStartTraining = GUARD_TRAINING) -> list[str]:
+    """The recipe's trainer with its arguments from the environment (or the defaults), writing
     to `out`, below the services' priority."""
-    env, default = (
-        (READER_TRAIN_ARGS_ENV, DEFAULT_READER_TRAIN_ARGS)
-        if module == "trainers.reader"
-        else (TRAIN_ARGS_ENV, DEFAULT_TRAIN_ARGS)
-    )
-    args = shlex.split(os.environ.get(env, "")) or list(default)
-    command = [sys.executable, "-m", module, *args, "--out", str(out)]
+    args = shlex.split(os.environ.get(recipe.args_env, "")) or list(recipe.default_args)
+    command = [sys.executable, "-m", recipe.module, *args, "--out", str(out)]
     command.append("--overwrite")
     # Below the services: they keep answering while it trains on the same few cores.
     nice = shutil.which("nice")
@@ -388,7 +403,7 @@ class Supervisor:
             return
         if not self.train or not needs_guard_training():
             return
-        self.training = self._train(training_command(guard_model_out()), TRAIN_LOG)
+        self.training = self._train(training_command(guard_model_out()), GUARD_TRAINING.log)
         self.say(
             f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
             f"cores; log: {self.training.log_path}); until then its rails let everything "
@@ -419,7 +434,7 @@ class Supervisor:
         if not needs_reader_training():
             return
         self.reader_training = self._train(
-            training_command(reader_out(), "trainers.reader"), READER_TRAIN_LOG
+            training_command(reader_out(), READER_TRAINING), READER_TRAINING.log
         )
         self.say(
             f"training the extractive reader for answers ({READER_TRAIN_MINUTES} minutes on 2 "

@@ -15,6 +15,7 @@ import pytest
 from ragrail.launcher import (
     READER_TRAIN_ARGS_ENV,
     READER_TRAIN_LOG,
+    READER_TRAINING,
     Supervisor,
     needs_reader_training,
     reader_out,
@@ -75,6 +76,6 @@ def test_a_configured_reader_or_no_train_trains_nothing(
     supervisor.start_reader_training()
     assert supervisor.reader_checked and supervisor.reader_training is None
     # The trainer reads the data shipped in the repository by default.
-    command = training_command(tmp_path / "out", "trainers.reader")
+    command = training_command(tmp_path / "out", READER_TRAINING)
     assert command[command.index("-m") + 1] == "trainers.reader"
     assert command[-3:] == ["--out", str(tmp_path / "out"), "--overwrite"]
