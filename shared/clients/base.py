@@ -42,6 +42,10 @@ def make_channel(
         # Reconnect quickly after a peer restarts instead of backing off for up to 2 minutes.
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 1000),
+        # Look the name up again within a second of losing a peer, not gRPC's default 30 s:
+        # a replacement started beside the old one (deploy/docker/swap.sh, a rolling update)
+        # answers to the same name at a new address.
+        ("grpc.dns_min_time_between_resolutions_ms", 1000),
         ("grpc.keepalive_time_ms", 30_000),
     ]
     if retries:

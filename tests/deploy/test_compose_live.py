@@ -407,7 +407,9 @@ def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
         killed_at = load.now()
         # SIGKILL to the container's main process from the host: a crash, which the restart
         # policy answers. (`docker kill` counts as a stop by hand, which it does not.)
-        pid = run("docker", "inspect", "-f", "{{.State.Pid}}", stack.container_id("retriever"))
+        container = stack.container_id("retriever")
+        restarts = restart_count(container)
+        pid = run("docker", "inspect", "-f", "{{.State.Pid}}", container)
         os.kill(int(pid.stdout), signal.SIGKILL)
         healthy_s = stack.wait_healthy("retriever")
         load.wait_for_success_after(killed_at + healthy_s)
@@ -415,12 +417,18 @@ def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
     figures = load.figures(killed_at)
     figures["healthy_again_s"] = round(healthy_s, 1)
     report("retriever killed (SIGKILL), restarted by Docker", figures, capsys)
-    failed = [r for r in load.results if r[2] != 200]
-    assert failed, "searches kept succeeding with the retriever killed: was it killed?"
-    for _, _, status, error in failed:
+    # Whether any search fails depends on how fast the new process listens: the gateway's
+    # clients retry UNAVAILABLE for about a second, and a restart can fit in that (0 failed
+    # in one run here, 2 in another). That Docker restarted it is checked instead.
+    assert restart_count(container) > restarts, "Docker did not restart the killed retriever"
+    for _, _, status, error in (r for r in load.results if r[2] != 200):
         assert status == 503 and "retriever" in error, f"unclean failure: {status} {error}"
     with stack.client() as http:
         assert chunks_in(http) == before, "chunks lost from the retriever's volume"
+
+
+def restart_count(container: str) -> int:
+    return int(run("docker", "inspect", "-f", "{{.RestartCount}}", container).stdout)
 
 
 def swap(
