@@ -88,6 +88,9 @@ CONFIGS: dict[str, Config] = {
         "answer_mode generative (selected evidence)", {"answer_mode": "generative"}
     ),
     "auto": Config("answer_mode auto", {"answer_mode": "auto"}),
+    # How many retrieved chunks the reader and the evidence selection see (default 4).
+    "chunks6": Config("gateway defaults, 6 chunks", {"reranker_top_k": 6}),
+    "chunks8": Config("gateway defaults, 8 chunks", {"reranker_top_k": 8}),
     "baseline": Config("no model: closest retrieved sentence (cosine)", kind="baseline"),
     "oracle": Config("ceiling: best retrieved sentence by F1", kind="oracle"),
 }

@@ -4,8 +4,8 @@ boundary values (coverage phase) and random data, positive and negative, checked
 
 The gateway gets a retriever of its own (schemathesis deletes collections it makes up) and
 answers chat with at most 4 tokens (a CPU generator); the data is deterministic, so a failure
-is reproducible, and the run stops after BUDGET_S (about 3,000 requests here). For a longer
-run with other data:
+is reproducible, and the run stops after BUDGET_S (about 3,000 requests here;
+RAGRAIL_SCHEMATHESIS_S=300 for five minutes). For a longer run with other data:
 
     schemathesis run http://127.0.0.1:8080/openapi.json --checks all --max-time 300
 """
@@ -24,7 +24,9 @@ from tests.conftest import REPO, gateway_process, grpc_service
 
 pytestmark = pytest.mark.integration
 HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
-BUDGET_S = 90  # fuzzing repeats until this is spent (after examples and coverage)
+# Fuzzing repeats until this is spent (after examples and coverage); issue 17's 5-minute run
+# is RAGRAIL_SCHEMATHESIS_S=300.
+BUDGET_S = int(os.environ.get("RAGRAIL_SCHEMATHESIS_S", "90"))
 
 
 def test_every_operation_holds_under_schemathesis(suite, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
