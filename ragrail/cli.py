@@ -34,6 +34,15 @@ GatewayOpt = Annotated[
     str,
     typer.Option("--gateway", "--url", envvar="RAGRAIL_GATEWAY_URL", help="Gateway base URL."),
 ]
+ApiKeyOpt = Annotated[
+    str,
+    typer.Option(
+        "--api-key",
+        envvar="RAGRAIL_API_KEY",
+        help="The gateway's API key, when it requires one (compose: a line of deploy/api_keys).",
+        show_default=False,
+    ),
+]
 CollectionOpt = Annotated[str, typer.Option("--collection", "-c", help="Collection name.")]
 
 
@@ -236,9 +245,10 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories to ingest.")],
     collection: CollectionOpt,
     gateway: GatewayOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = "",
 ) -> None:
     """Ingest documents (txt, md, html, pdf, docx) into a collection, creating it if needed."""
-    client = GatewayClient(gateway)
+    client = GatewayClient(gateway, api_key=api_key)
     try:
         docs, chunks = _ingest(client, paths, collection)
     except (GatewayError, FileNotFoundError) as exc:
@@ -254,10 +264,11 @@ def search(
     mode: Annotated[str, typer.Option(help="dense, sparse or hybrid.")] = "hybrid",
     filter: Annotated[str | None, typer.Option(help="Metadata filter as JSON.")] = None,
     gateway: GatewayOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw response.")] = False,
 ) -> None:
     """Search a collection through the gateway."""
-    client = GatewayClient(gateway)
+    client = GatewayClient(gateway, api_key=api_key)
     options: dict = {"top_k": top_k, "mode": mode}
     if filter:
         options["filter"] = json.loads(filter)
@@ -378,6 +389,7 @@ def ask(
         typer.Option(help="extractive, generative or auto (default: the gateway's, auto)."),
     ] = None,
     gateway: GatewayOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = "",
 ) -> None:
     """Ask a question: the answer streams in, then its numbered sources (the evidence in each
     cited one highlighted), the answer mode and the rails' say."""
@@ -396,7 +408,7 @@ def ask(
     options = {k: v for k, v in options.items() if v is not None}
     # The gateway decides when it is done (its own generation deadline); this only bounds a
     # silent connection.
-    client = GatewayClient(gateway, timeout_s=300)
+    client = GatewayClient(gateway, timeout_s=300, api_key=api_key)
     try:
         _stream_answer(client, question, options)
     except httpx.TransportError as exc:
@@ -426,10 +438,10 @@ def _stream_answer(client: GatewayClient, question: str, options: dict) -> None:
 
 
 @app.command()
-def status(gateway: GatewayOpt = DEFAULT_URL) -> None:
+def status(gateway: GatewayOpt = DEFAULT_URL, api_key: ApiKeyOpt = "") -> None:
     """Show the health of the gateway and every service."""
     try:
-        health = GatewayClient(gateway, timeout_s=5).health()
+        health = GatewayClient(gateway, timeout_s=5, api_key=api_key).health()
     except Exception as exc:
         raise _unreachable(gateway, exc) from None
     console.print_json(data=health)

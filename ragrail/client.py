@@ -23,8 +23,14 @@ class GatewayError(Exception):
 
 
 class GatewayClient:
-    def __init__(self, base_url: str = DEFAULT_URL, timeout_s: float = 600.0) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=timeout_s)
+    def __init__(
+        self, base_url: str = DEFAULT_URL, timeout_s: float = 600.0, api_key: str | None = None
+    ) -> None:
+        """api_key: sent as a bearer token; default RAGRAIL_API_KEY, and none when that is
+        unset (the local quickstart's gateway has no keys; compose's requires one)."""
+        key = os.environ.get("RAGRAIL_API_KEY", "") if api_key is None else api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s, headers=headers)
 
     def _check(self, reply: httpx.Response) -> Any:
         if reply.status_code >= 400:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import httpx
 import openai
 import pytest
@@ -58,3 +62,26 @@ def test_rate_limit_answers_429_with_retry_after(suite) -> None:  # type: ignore
         assert 1 <= int(limited.headers["Retry-After"]) <= 10
         assert "6 requests a minute" in limited.json()["error"]["message"]
         assert get("other").status_code == 200  # each key has its own bucket
+
+
+def test_the_cli_sends_its_api_key(suite, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`ragrail` against a gateway that requires keys (compose's): refused without one,
+    served with RAGRAIL_API_KEY or --api-key."""
+    keys = tmp_path / "keys"
+    keys.write_text(f"{KEY}\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAGRAIL_API_KEY"}
+    with gateway_process(tmp_path / "gateway.log", api_keys_file=str(keys)) as url:
+
+        def search(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "ragrail.cli", "search", "bees", "--url", url]
+            return subprocess.run(
+                [*command, "-c", "absent", *args], env={**env, **extra, "COLUMNS": "200"},
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+
+        refused = search()
+        assert refused.returncode == 1 and "missing API key" in refused.stdout
+        # Past the key check: the made-up collection is the next thing the gateway refuses.
+        for served in (search(RAGRAIL_API_KEY=KEY), search("--api-key", KEY)):
+            assert served.returncode == 1, served.stdout
+            assert "absent" in served.stdout and "API key" not in served.stdout, served.stdout
