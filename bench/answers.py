@@ -377,7 +377,7 @@ def ingest(client: GatewayClient, name: str, docs: list[dict], batch: int = 8) -
 
 def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table:
     title = (
-        f"Answers: {args.data.name} test, {results[0][1]['n']} answerable questions, "
+        f"Answers: {args.data.name} {args.split}, {results[0][1]['n']} answerable questions, "
         f"{max(r['n_unanswerable'] for _, r in results)} unanswerable "
         f"({args.holdout} held-out articles), max_tokens {args.max_tokens}"
     )
