@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import grpc
+
 from shared.clients.base import TypedClient
+from shared.errors import RagrailError
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 
 Verdict = Literal["allow", "block", "modify"]
@@ -48,6 +52,29 @@ def _passages(passages: Sequence[tuple[str, str]]) -> list[common_pb2.TextPassag
 class GuardrailsClient(TypedClient[guardrails_pb2_grpc.GuardrailsStub]):
     service = "guardrails"
     stub_cls = guardrails_pb2_grpc.GuardrailsStub
+    # How long a pending-model answer holds: the service can load a model any time (SIGHUP).
+    PENDING_TTL_S = 5.0
+    _pending: tuple[float, str] | None = None
+
+    async def guard_model_pending(self, *, timeout_s: float = 1.0) -> str:
+        """Why the rails on the guard model allow everything (not trained yet), or "" when
+        they run; from Info, looked up at most every PENDING_TTL_S. A failed lookup says ""
+        (the checks themselves then report the service's state)."""
+        now = time.monotonic()
+        if self._pending is not None and now - self._pending[0] < self.PENDING_TTL_S:
+            return self._pending[1]
+        try:
+            reply: guardrails_pb2.GuardrailsInfo = await self.rpc.call(
+                "Info", common_pb2.InfoRequest(), timeout_s=timeout_s
+            )
+        except (grpc.RpcError, RagrailError):
+            return ""
+        details = reply.service.details
+        why = ""
+        if details.get("guard_model") == "pending":
+            why = details.get("guard_model_status") or "the guard model is not trained yet"
+        self._pending = (now, why)
+        return why
 
     async def check_input(
         self, messages: Sequence[tuple[str, str]], *, timeout_s: float | None = None

@@ -126,3 +126,29 @@ def test_packaged_minilm_gives_sentence_transformers_vectors() -> None:
     theirs = SentenceTransformer(str(ours.path), device="cpu")
     expected = theirs.encode(texts, normalize_embeddings=True)
     assert np.abs(ours.embed(texts) - expected).max() < 1e-4
+
+
+def test_the_gateway_warns_while_the_guard_model_is_pending(suite, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A chat through rails whose guard model is not trained yet is answered, and says so."""
+    import httpx
+
+    from tests.conftest import gateway_process
+
+    env = {
+        "RAGRAIL_MODELS_DIR": str(tmp_path / "models"),
+        "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config_copy(tmp_path / "config")),
+    }
+    with (
+        grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "service.log") as g,
+        gateway_process(tmp_path / "gateway.log", guardrails_url=g) as url,
+    ):
+        body = {
+            "messages": [{"role": "user", "content": "What is a honeybee?"}],
+            "use_knowledge_base": False,
+            "max_tokens": 4,
+        }
+        reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    warnings = reply.json()["warnings"]
+    assert any("guard model" in w and "not trained yet" in w for w in warnings), warnings
+    assert reply.json()["guardrails"]["enabled"] is True

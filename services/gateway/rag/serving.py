@@ -74,6 +74,8 @@ class ChatServing:
             chat.warnings.append("no guardrails service is configured: answered without rails")
         elif not options.rails:
             chat.warnings.append("guardrails switched off by the request")
+        elif pending := await self.services.guardrails.guard_model_pending():
+            chat.warnings.append(f"guardrails: the guard model's rails are {pending}")
         for stage in self.before_generation:
             if chat.blocked:
                 break
