@@ -19,4 +19,4 @@ class TopicsSettings(RailSettings):
     denied: list[TopicEntry] = []
     # Cosine similarity to a topic's closest example.
     allowed_threshold: float = Field(0.3, ge=-1, le=1)
-    denied_threshold: float = Field(0.6, ge=-1, le=1)
+    denied_threshold: float = Field(0.7, ge=-1, le=1)
