@@ -33,7 +33,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
-from bench.generator import Service
+from bench.generator import Service, stream_one
 from shared import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from trainers.generator import base as base_model
@@ -128,11 +128,11 @@ def evaluate(ref: str, rows: list[dict], args: argparse.Namespace, logs: Path) -
 
 def gguf_figures(refs: list[str], rows: list[dict], args: argparse.Namespace) -> list[dict]:
     """File size, held-out perplexity (assistant tokens, the trainer's label mask, through
-    llama-cpp-python) and greedy decode tokens/s in the generator's own `llamacpp` engine, in
-    this process. Speed: the files take turns, `--rounds` times, each decoding up to 64
-    tokens of a counting answer (long and the same for every file); the rate is tokens after
-    the first over the time since the first, so prompt processing is left out; the median
-    per file is kept."""
+    llama-cpp-python) and greedy decode tokens/s served by the generator's `llamacpp` engine
+    (a service process per file, over gRPC). Speed: the files take turns, `--rounds` times,
+    each decoding up to 64 tokens of a counting answer (long and the same for every file);
+    the rate is tokens after the first over the time since the first, so prompt processing
+    is left out; the median per file is kept."""
     import llama_cpp
     import numpy as np
     from transformers import AutoTokenizer
@@ -170,41 +170,37 @@ def gguf_figures(refs: list[str], rows: list[dict], args: argparse.Namespace) ->
 
 
 async def engine_rates(files: list[Path], args: argparse.Namespace) -> list[float]:
-    """Median greedy decode tokens/s of each GGUF file in services/generator's llamacpp engine."""
+    """Median greedy decode tokens/s of each GGUF file served by the generator's llamacpp
+    engine (a service process each, over gRPC: tokens after the first over the time after
+    the first, so the stream's hop costs little; bench/generator.py: 0.94-1.0x raw)."""
     import statistics
-    import uuid
 
-    from services.generator.backends.base import GenerationRequest, Message, Sampling
-    from services.generator.backends.llamacpp import LlamaCppEngine
-    from services.generator.settings import GeneratorSettings
-
-    engines = [
-        LlamaCppEngine(GeneratorSettings(engine="llamacpp", model=str(f), threads=args.threads))
-        for f in files
+    services = [
+        Service(
+            {
+                "RAGRAIL_GENERATOR_ENGINE": "llamacpp",
+                "RAGRAIL_GENERATOR_MODEL": str(file),
+                "RAGRAIL_GENERATOR_THREADS": str(args.threads),
+            },
+            Path(tempfile.gettempdir()) / f"ragrail-bench-gguf-{n}.log",
+        )
+        for n, file in enumerate(files)
     ]
-    rates: list[list[float]] = [[] for _ in engines]
-    question = [Message("user", "Count from 1 to 100, separated by commas.")]
+    rates: list[list[float]] = [[] for _ in services]
+    question = "Count from 1 to 100, separated by commas."
     try:
-        for engine in engines:
-            await engine.start()
-        for _ in range(args.rounds):
-            for engine, rate in zip(engines, rates, strict=True):
-                prompt = engine.render_chat(question)
-                request = GenerationRequest(
-                    request_id=uuid.uuid4().hex, prompt=prompt,
-                    prompt_ids=tuple(engine.tokenize(prompt, chat=True)),
-                    sampling=Sampling(temperature=0.0, max_tokens=64),
-                )  # fmt: skip
-                tokens, first = 0, 0.0
-                async for chunk in engine.generate(request):
-                    if chunk.tokens and not tokens:
-                        first = time.perf_counter()
-                    tokens += chunk.tokens
-                if tokens > 1:
-                    rate.append((tokens - 1) / (time.perf_counter() - first))
+        for service in services:
+            await service.wait()
+        for _ in range(args.rounds):  # the files take turns, so a busy spell hits each alike
+            for service, rate in zip(services, rates, strict=True):
+                async with grpc.aio.insecure_channel(service.target) as channel:
+                    stub = generator_pb2_grpc.GeneratorStub(channel)
+                    run = await stream_one(stub, question, 64, greedy=True, seed=0)
+                if run.tokens > 1:
+                    rate.append((run.tokens - 1) / (run.total - run.ttft))
     finally:
-        for engine in engines:
-            await engine.close()
+        for service in services:
+            service.stop()
     return [statistics.median(r) if r else float("nan") for r in rates]
 
 

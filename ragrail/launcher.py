@@ -403,14 +403,17 @@ class Supervisor:
             return
         if not self.train or not needs_guard_training():
             return
-        self.training = self._train(training_command(guard_model_out()), GUARD_TRAINING.log)
+        self.training = self._train(GUARD_TRAINING, guard_model_out())
         self.say(
             f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
             f"cores; log: {self.training.log_path}); until then its rails let everything "
             "through"
         )
 
-    def _train(self, command: list[str], log_name: str) -> Training:
+    def _train(self, recipe: FirstStartTraining, out: Path) -> Training:
+        return self._spawn(training_command(out, recipe), recipe.log)
+
+    def _spawn(self, command: list[str], log_name: str) -> Training:
         log_path = self.data_dir / "logs" / log_name
         with log_path.open("ab") as log:
             process = subprocess.Popen(
@@ -433,9 +436,7 @@ class Supervisor:
             return
         if not needs_reader_training():
             return
-        self.reader_training = self._train(
-            training_command(reader_out(), READER_TRAINING), READER_TRAINING.log
-        )
+        self.reader_training = self._train(READER_TRAINING, reader_out())
         self.say(
             f"training the extractive reader for answers ({READER_TRAIN_MINUTES} minutes on 2 "
             f"cores; log: {self.reader_training.log_path}); until then answers are the "

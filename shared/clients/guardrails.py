@@ -58,20 +58,21 @@ class GuardrailsClient(TypedClient[guardrails_pb2_grpc.GuardrailsStub]):
 
     async def guard_model_pending(self, *, timeout_s: float = 1.0) -> str:
         """Why the rails on the guard model allow everything (not trained yet), or "" when
-        they run; from Info, looked up at most every PENDING_TTL_S. A failed lookup says ""
-        (the checks themselves then report the service's state)."""
+        they run; from Info, looked up at most every PENDING_TTL_S. A failed lookup says "",
+        and is remembered as long (the checks themselves then report the service's state; a
+        service that is down must not cost every chat a lookup's timeout)."""
         now = time.monotonic()
         if self._pending is not None and now - self._pending[0] < self.PENDING_TTL_S:
             return self._pending[1]
+        why = ""
         try:
             reply: guardrails_pb2.GuardrailsInfo = await self.rpc.call(
                 "Info", common_pb2.InfoRequest(), timeout_s=timeout_s
             )
         except (grpc.RpcError, RagrailError):
-            return ""
-        details = reply.service.details
-        why = ""
-        if details.get("guard_model") == "pending":
+            reply = None
+        if reply is not None and reply.service.details.get("guard_model") == "pending":
+            details = reply.service.details
             why = details.get("guard_model_status") or "the guard model is not trained yet"
         self._pending = (now, why)
         return why

