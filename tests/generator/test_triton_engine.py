@@ -312,8 +312,10 @@ def test_deadline_before_the_first_token_ends_the_triton_request(
     """A long prompt keeps the model reading it past a 0.5 s deadline (llama.cpp reads at
     most about 150 tokens/s on this CPU): the stream is cancelled while the engine still
     waits for its first response."""
-    passage = " ".join(
-        f"Sentence {i} of a long passage about rivers and their deltas." for i in range(12)
+    # 40 sentences (about 560 tokens), led by text no earlier prompt shared: 12 (about 170
+    # tokens) were once read, and a first piece sent, inside the 0.5 s.
+    passage = f"Request {time.time_ns()}. " + " ".join(
+        f"Sentence {i} of a long passage about rivers and their deltas." for i in range(40)
     )
     long_question = [common_pb2.ChatMessage(role="user", content=passage + " Summarise it.")]
     target = generators["llmapi"].target
