@@ -327,6 +327,8 @@ class Load:
             "failed": len(failed),
             "recovery_s": recovered,
             "statuses": sorted({r[2] for r in failed}),
+            # What the gateway said, so that a failure in CI can be read without a rerun.
+            "errors": sorted({str(r[3])[:160] for r in failed})[:3],
         }
 
     def wait_for_success_after(self, t: float, timeout_s: float = 300) -> None:
