@@ -54,6 +54,7 @@ from tqdm import tqdm
 from bench.common import REPO, SHARED_DATA, percentiles, running_suite
 from ragrail.client import GatewayClient
 from shared.models.reader import sentence_spans
+from trainers.reader.splits import dev_articles
 from trainers.reader.squad import best, contained, exact, token_f1
 
 console = Console()
@@ -100,13 +101,19 @@ CONFIGS: dict[str, Config] = {
 
 
 def load_qa(root: Path, split: str = "test") -> tuple[dict[str, dict], list[dict]]:
+    """The articles and the questions of one split; `dev` is the train questions of the
+    articles the reader's training leaves out (trainers/reader/splits.py), the split to choose
+    thresholds on."""
     docs = {}
     with (root / "documents.jsonl").open() as f:
         for line in f:
             row = json.loads(line)
             docs[row["id"]] = row
-    with (root / "questions" / f"{split}.jsonl").open() as f:
+    with (root / "questions" / f"{'train' if split == 'dev' else split}.jsonl").open() as f:
         questions = [json.loads(line) for line in f]
+    if split == "dev":
+        dev = dev_articles(q["document_id"] for q in questions)
+        questions = [q for q in questions if q["document_id"] in dev]
     return docs, questions
 
 
@@ -493,7 +500,8 @@ def main() -> int:
     parser.add_argument(
         "--split",
         default="test",
-        help="Question file (questions/<split>.jsonl): test for figures, train to tune.",
+        help="Question file (questions/<split>.jsonl): test for figures; dev (the train "
+        "questions of the articles the reader never trained on) to choose thresholds on.",
     )
     parser.add_argument(
         "--abstention-grid",

@@ -4,6 +4,7 @@ no-answer windows, and a tiny training run that writes a registry entry the runt
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -78,6 +79,42 @@ def test_windows_hold_the_answer_where_the_labels_say(tokenizer) -> None:  # typ
             assert ex.answers[0].lower().replace(" ", "") not in window.split("[SEP]", 1)[1]
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_other_documents_closest_chunks_are_never_the_questions_own(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from trainers.reader.other_documents import Question, closest_other_chunks
+
+    documents = {
+        "bees": "Honeybees dance to tell sisters where food is. The waggle run gives distance.",
+        "bikes": "Karl Drais presented the running machine in 1817. It had no pedals at all.",
+        "tea": "Tea plants grow in the hills. Leaves are picked by hand and dried in the sun.",
+    }
+
+    def offsets(text: str) -> list[tuple[int, int]]:
+        return tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)[
+            "offset_mapping"
+        ]
+
+    questions = [
+        Question("Who presented the running machine with no pedals?", "bees"),
+        Question("Who presented the running machine with no pedals?", "bikes"),
+    ]
+    chosen = closest_other_chunks(questions, documents, offsets, 1, pool=1)
+    # Asked of another article, the look-alike passage is the one BM25 ranks first.
+    assert chosen[0] == [documents["bikes"]]
+    # Asked of its own, that passage is never its negative.
+    assert len(chosen[1]) == 1 and chosen[1][0] != documents["bikes"]
+
+
+def test_other_document_windows_are_labelled_no_answer(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    featurizer = Featurizer(tokenizer, max_length=32, max_question_tokens=8)
+    text = " ".join(["Leaves are picked by hand and dried in the sun."] * 10)
+    feature = featurizer.unanswered("who picks the leaves?", text, random.Random(0))
+    assert (feature.start, feature.end) == (0, 0) and len(feature.input_ids) == 32
+
+
 def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     from shared.models import registry
     from shared.models.reader import Reader
@@ -86,8 +123,11 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     out = train_tiny_reader(
         tmp_path / "reader" / "tiny" / "v1", "--stop-after", "4", "--checkpoint-every", "2"
     )
-    half = json.loads((out / "manifest.json").read_text())["metrics"]["train"]
-    assert (half["steps"], half["of_steps"]) == (4, 8) and (out / "checkpoint.pt").is_file()
+    half_manifest = json.loads((out / "manifest.json").read_text())
+    half = half_manifest["metrics"]["train"]
+    # 2 epochs of batches of 8 windows
+    steps = 2 * math.ceil(half_manifest["data"]["train_windows"] / 8)
+    assert (half["steps"], half["of_steps"]) == (4, steps) and (out / "checkpoint.pt").is_file()
     train_tiny_reader(out, "--resume", "--checkpoint-every", "2")
     for name in ("model_int8.onnx", "model.onnx", "tokenizer.json", "metrics.json", "README.md"):
         assert (out / name).is_file(), name
@@ -95,11 +135,19 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     assert (manifest["role"], manifest["name"], manifest["version"]) == ("reader", "tiny", "v1")
     assert manifest["format"] == "onnx" and manifest["file"] == "model_int8.onnx"
     assert manifest["max_length"] == 96
+    # One of the fixture's 4 training articles is a dev article: evaluated, never trained on.
+    dev = manifest["data"]["dev_articles"]
+    dev_questions = [q for q in read_jsonl(QA_TINY / "questions" / "train.jsonl")]
+    dev_questions = [q for q in dev_questions if q["document_id"] in dev]
+    assert len(dev) == 1 and dev_questions
+    assert manifest["data"]["train_examples"] == 16 - len(dev_questions)
     for engine in ("torch_fp32", "onnx_int8"):
         result = manifest["metrics"][engine]["covidqa_test"]
         assert result["questions"] == 9 and 0 <= result["f1"] <= 1
-        assert 0 <= result["no_answer_rate"] <= 1
-    assert manifest["metrics"]["train"]["steps"] == 8  # 2 epochs x 32 windows / 8
+        assert 0 <= result["own_article_declined"] <= 1
+        assert 0 <= result["other_articles_declined"] <= 1
+        assert manifest["metrics"][engine]["covidqa_dev"]["questions"] == len(dev_questions)
+    assert manifest["metrics"]["train"]["steps"] == steps
     entry = registry.resolve("reader", "tiny", root=tmp_path)
     reader = Reader.from_registry("tiny/v1", root=tmp_path)
     assert entry.path == out and reader.max_length == 96

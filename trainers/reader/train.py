@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 
 from shared.models import registry
+from trainers.reader.other_documents import Question, closest_other_chunks
+from trainers.reader.splits import DEV_ARTICLES, dev_articles
 from trainers.reader.squad import best, exact, token_f1
 from trainers.shipped import opener
 
@@ -59,7 +61,7 @@ FP32_FILE = "model.onnx"
 INT8_FILE = "model_int8.onnx"
 METHOD = (
     "span extraction fine-tuning (start/end cross-entropy) on question + chunk-sized windows, "
-    "with no-answer windows labelled [CLS]"
+    "with no-answer windows (own article, other articles' closest chunks) labelled [CLS]"
 )
 
 
@@ -75,6 +77,7 @@ class Example:
     end: int
     answers: tuple[str, ...]
     source: str  # covidqa or xquad
+    document: str = ""  # the article's id (COVID-QA) or title (XQuAD)
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -120,6 +123,7 @@ def covidqa(root: Path, split: str) -> list[Example]:
                     start + len(answer),
                     tuple(q["answers"]),
                     "covidqa",
+                    q["document_id"],
                 )
             )
     return out
@@ -164,6 +168,7 @@ def xquad(path: Path, eval_articles: int, seed: int) -> tuple[list[Example], lis
                     start + len(first["text"]),
                     tuple(a["text"] for a in qa["answers"]),
                     "xquad",
+                    article["title"],
                 )
                 (held_out if article["title"] in held else train).append(example)
     return train, held_out
@@ -235,6 +240,14 @@ class Featurizer:
         else:
             lo = rng.randint(lowest, highest) if highest >= lowest else lowest
         return self.feature(q_ids, ids, lo, min(lo + width, len(ids)), span)
+
+    def unanswered(self, question: str, text: str, rng: random.Random) -> Feature:
+        """A window of another document's `text` (one chunk), labelled "no answer"."""
+        ids, _ = self.context_tokens(text)
+        q_ids = self.question_tokens(question)
+        width = self.window(q_ids)
+        lo = rng.randint(0, max(len(ids) - width, 0))
+        return self.feature(q_ids, ids, lo, min(lo + width, len(ids)), None)
 
     def negatives(self, ex: Example, n: int, rng: random.Random) -> list[Feature]:
         """Up to n windows of the context that do not overlap the answer."""
@@ -382,30 +395,37 @@ def fit(
 
 
 def evaluate(
-    reader: Any, examples: list[Example], negatives: list[tuple[str, str]], chars: int
+    reader: Any,
+    examples: list[Example],
+    negatives: dict[str, list[tuple[str, str]]],
+    chars: int,
 ) -> dict:
-    """Span and sentence F1/EM with a window that holds the answer; the no-answer rate on
-    windows that do not; milliseconds per question."""
-    f1, em, sentence_f1, answered_neg = [], [], [], []
+    """Span and sentence F1/EM with a window that holds the answer, and how often the reader
+    finds an answer there; per kind of window without the answer (`negatives`: its own
+    article elsewhere, other articles' closest chunks), the share it declines; milliseconds
+    per question."""
+    f1, em, sentence_f1, found = [], [], [], []
     started = time.perf_counter()
     for ex, window in examples_windows(examples, chars):
         answer = reader.read(ex.question, [window])[0]
         f1.append(best(token_f1, answer.text, list(ex.answers)))
         em.append(best(exact, answer.text, list(ex.answers)))
         sentence_f1.append(best(token_f1, answer.sentence, list(ex.answers)))
+        found.append(answer.has_answer)
     ms = (time.perf_counter() - started) * 1000 / max(len(examples), 1)
-    for question, window in negatives:
-        answered_neg.append(reader.read(question, [window])[0].has_answer)
     out = {
         "questions": len(f1),
         "f1": round(float(np.mean(f1)), 4) if f1 else None,
         "em": round(float(np.mean(em)), 4) if em else None,
         "sentence_f1": round(float(np.mean(sentence_f1)), 4) if sentence_f1 else None,
+        "answer_found_rate": round(float(np.mean(found)), 4) if found else None,
         "ms_per_question": round(ms, 2),
     }
-    if negatives:
-        out["no_answer_windows"] = len(negatives)
-        out["no_answer_rate"] = round(1 - float(np.mean(answered_neg)), 4)
+    for kind, pairs in negatives.items():
+        if pairs:
+            answered = [reader.read(q, [window])[0].has_answer for q, window in pairs]
+            out[f"{kind}_windows"] = len(pairs)
+            out[f"{kind}_declined"] = round(1 - float(np.mean(answered)), 4)
     return out
 
 
@@ -423,6 +443,30 @@ def examples_windows(examples: list[Example], width: int) -> list[tuple[Example,
         if lo <= ex.start and ex.end <= hi:
             out.append((ex, ex.context[lo:hi]))
     return out
+
+
+def documents_of(examples: list[Example]) -> dict[str, str]:
+    """Each article's text: a COVID-QA context is its whole article; an XQuAD one a paragraph,
+    joined with the article's others in order."""
+    paragraphs: dict[str, dict[str, None]] = {}
+    for ex in examples:
+        paragraphs.setdefault(ex.document, {})[ex.context] = None
+    return {doc: "\n\n".join(texts) for doc, texts in paragraphs.items()}
+
+
+def other_document_chunks(
+    examples: list[Example], featurizer: Featurizer, n: int, seed: int
+) -> list[list[str]]:
+    """Per example, n of the chunks of other articles that BM25 ranks highest for its
+    question (trainers/reader/other_documents.py)."""
+    questions = [Question(ex.question, ex.document) for ex in examples]
+    return closest_other_chunks(
+        questions,
+        documents_of(examples),
+        lambda text: featurizer.context_tokens(text)[1],
+        n,
+        seed=seed,
+    )
 
 
 def negative_windows(examples: list[Example], n: int, chars: int, seed: int) -> list:
@@ -502,17 +546,25 @@ def default_out(args: argparse.Namespace) -> Path:
     return registry.version_dir("reader", args.name, version)
 
 
+EVAL_SETS = (
+    ("covidqa_test", "COVID-QA test"),
+    ("covidqa_dev", "COVID-QA dev articles"),
+    ("xquad_heldout", "XQuAD held-out"),
+)
+
+
 def model_card(manifest: dict[str, Any]) -> str:
     m = manifest["metrics"]
     rows = []
-    for key, label in (("covidqa_test", "COVID-QA test"), ("xquad_heldout", "XQuAD held-out")):
+    for key, label in EVAL_SETS:
         for engine in ("torch_fp32", "onnx_int8"):
             r = m.get(engine, {}).get(key)
             if r:
                 rows.append(
                     f"| {label} | {engine} | {r['questions']} | {r['f1']} | {r['em']} | "
-                    f"{r['sentence_f1']} | {r.get('no_answer_rate', '')} | "
-                    f"{r['ms_per_question']} |"
+                    f"{r['sentence_f1']} | {r.get('answer_found_rate', '')} | "
+                    f"{r.get('own_article_declined', '')} | "
+                    f"{r.get('other_articles_declined', '')} | {r['ms_per_question']} |"
                 )
     table = "\n".join(rows)
     return f"""# reader {manifest["name"]} / {manifest["version"]}
@@ -521,14 +573,17 @@ Extractive reader for ragrail's gateway (`shared.models.reader.Reader`): {manife
 Base: {manifest["base"]}. Trained on {manifest["data"]["train_examples"]} questions
 ({manifest["data"]["sources"]}), {m["train"]["steps"]} steps in {m["train"]["seconds"]} s.
 
-| set | engine | questions | span F1 | span EM | sentence F1 | no-answer rate | ms/question |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| set | engine | questions | span F1 | span EM | sentence F1 | answer found | \
+declined: own article | declined: other articles | ms/question |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {table}
 
 Each question is read with a window of its article that holds the answer, about a chunk
-long; "no-answer rate" is the share of windows without the answer that the reader declines.
-`manifest.json` records the arguments, data hashes and library versions. Data licences:
-COVID-QA Apache-2.0, XQuAD CC BY-SA 4.0.
+long ("answer found": the share where the reader finds one); "declined" is the share of
+windows without the answer that it declines: elsewhere in its own article, or the chunk of
+another article that BM25 ranks highest for it. `manifest.json` records the arguments, data
+hashes, the dev articles left out and library versions. Data licences: COVID-QA Apache-2.0,
+XQuAD CC BY-SA 4.0.
 """
 
 
@@ -555,13 +610,18 @@ def train(args: argparse.Namespace) -> Path:
     eval_sets: dict[str, list[Example]] = {}
     hashed: list[Path] = []
     sources = []
+    dev: set[str] = set()
     if args.covidqa:
-        train_ex += covidqa(args.covidqa, "train")
+        covid_train = covidqa(args.covidqa, "train")
+        dev = dev_articles((ex.document for ex in covid_train), args.dev_articles)
+        train_ex += [ex for ex in covid_train if ex.document not in dev]
+        if dev:
+            eval_sets["covidqa_dev"] = [ex for ex in covid_train if ex.document in dev]
         hashed += [
             data_file(args.covidqa / "documents.jsonl"),
             data_file(args.covidqa / "questions" / "train.jsonl"),
         ]
-        sources.append("COVID-QA train")
+        sources.append(f"COVID-QA train less {len(dev)} dev articles")
     test_root = covidqa_test_root(args)
     if test_root is not None:
         eval_sets["covidqa_test"] = covidqa(test_root, "test")
@@ -591,6 +651,12 @@ def train(args: argparse.Namespace) -> Path:
             features.append(positive)
         if ex.source == "covidqa":
             features += featurizer.negatives(ex, args.negatives, rng)
+    for ex, chunks in zip(
+        train_ex,
+        other_document_chunks(train_ex, featurizer, args.other_negatives, args.seed),
+        strict=True,
+    ):
+        features += [featurizer.unanswered(ex.question, chunk, rng) for chunk in chunks]
     print(
         f"{len(train_ex)} training questions ({', '.join(sources)}) -> {len(features)} windows "
         f"({sum(f.start == 0 for f in features)} without the answer), max length "
@@ -612,21 +678,25 @@ def train(args: argparse.Namespace) -> Path:
         train_stats = fit(model, features, args, tokenizer.pad_token_id, out)
 
     chars = args.eval_window_chars
-    negatives = (
-        negative_windows(eval_sets["covidqa_test"], args.eval_negatives, chars, args.seed)
-        if "covidqa_test" in eval_sets
-        else []
-    )
-    metrics: dict[str, Any] = {"train": train_stats, "torch_fp32": {}, "onnx_int8": {}}
     if args.eval_max:
         pick = random.Random(args.seed)
         eval_sets = {k: pick.sample(v, min(args.eval_max, len(v))) for k, v in eval_sets.items()}
-        negatives = negatives[: args.eval_max]
+    # Windows without the answer, per set: elsewhere in the question's own article (COVID-QA),
+    # and the closest chunk of another of the set's articles (what abstention faces).
+    negatives: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for name, examples in eval_sets.items():
+        sample = random.Random(args.seed).sample(examples, min(args.eval_negatives, len(examples)))
+        others = other_document_chunks(sample, featurizer, 1, args.seed)
+        pairs = zip(sample, others, strict=True)
+        negatives[name] = {"other_articles": [(ex.question, c[0]) for ex, c in pairs if c]}
+        if name.startswith("covidqa"):
+            negatives[name]["own_article"] = negative_windows(
+                examples, args.eval_negatives, chars, args.seed
+            )
+    metrics: dict[str, Any] = {"train": train_stats, "torch_fp32": {}, "onnx_int8": {}}
     reader = torch_reader(model, Path(base) / "tokenizer.json", args.max_length)
     for name, examples in ({} if args.skip_torch_eval else eval_sets).items():
-        metrics["torch_fp32"][name] = evaluate(
-            reader, examples, negatives if name == "covidqa_test" else [], chars
-        )
+        metrics["torch_fp32"][name] = evaluate(reader, examples, negatives[name], chars)
         print(f"PyTorch FP32 {name}: {metrics['torch_fp32'][name]}", flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -635,9 +705,7 @@ def train(args: argparse.Namespace) -> Path:
     onnx_info = export_onnx(model, tokenizer, out)
     reader = Reader.load(out, threads=args.threads, max_length=args.max_length)
     for name, examples in eval_sets.items():
-        metrics["onnx_int8"][name] = evaluate(
-            reader, examples, negatives if name == "covidqa_test" else [], chars
-        )
+        metrics["onnx_int8"][name] = evaluate(reader, examples, negatives[name], chars)
         print(f"ONNX INT8 {name}: {metrics['onnx_int8'][name]}", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     skip = {"out", "overwrite", "covidqa", "xquad", "covidqa_test"}
@@ -658,6 +726,7 @@ def train(args: argparse.Namespace) -> Path:
             "sources": ", ".join(sources),
             "train_examples": len(train_ex),
             "train_windows": len(features),
+            "dev_articles": sorted(dev),
         },
         params={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         | {k: None for k in skip},
@@ -709,7 +778,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--max-length", type=int, default=256, help="Tokens per window.")
     parser.add_argument("--max-question-tokens", type=int, default=48)
-    parser.add_argument("--negatives", type=int, default=1, help="Per COVID-QA question.")
+    parser.add_argument(
+        "--negatives",
+        type=int,
+        default=1,
+        help="Windows of the question's own article without the answer, per COVID-QA question.",
+    )
+    parser.add_argument(
+        "--other-negatives",
+        type=int,
+        default=2,
+        help="Chunks of other articles that BM25 ranks highest for the question, labelled no "
+        "answer, per question (what the reader faces when the answer was never ingested).",
+    )
+    parser.add_argument(
+        "--dev-articles",
+        type=int,
+        default=DEV_ARTICLES,
+        help="COVID-QA train articles kept out of training, to choose the gateway's thresholds "
+        "on (bench/answers.py --split dev).",
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=0, help="Stop early (0: all epochs).")
     parser.add_argument(
