@@ -336,7 +336,7 @@ def abstention_grid(rows: list[dict], label: str) -> Table:
     if not have:
         return t
     for floor in (-1.0, 0.3, 0.35, 0.4, 0.45, 0.5):
-        for margin in (-0.5, 0.0, 0.2, 0.4, 0.6, 1.01):
+        for margin in (-0.8, -0.6, -0.4, -0.2, 0.0, 0.2, 0.4, 1.01):
             for sim in (0.5, 0.6, 0.7, 1.01):
 
                 def abstains(

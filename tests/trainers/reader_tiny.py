@@ -12,6 +12,7 @@ TINY_READER_ARGS = [
     "--covidqa", str(QA_TINY), "--xquad", "", "--max-length", "96", "--epochs", "2",
     "--batch-size", "8", "--threads", "2", "--eval-window-chars", "300",
     "--eval-negatives", "4", "--log-every", "4", "--seed", "0", "--dev-articles", "1",
+    "--other-negatives", "1",
 ]  # fmt: skip
 
 

@@ -787,16 +787,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--other-negatives",
         type=int,
-        default=2,
+        default=0,
         help="Chunks of other articles that BM25 ranks highest for the question, labelled no "
-        "answer, per question (what the reader faces when the answer was never ingested).",
+        "answer, per question (what the reader faces when the answer was never ingested); "
+        "0 in the default recipe (docs/benchmarks.md: why).",
     )
     parser.add_argument(
         "--dev-articles",
         type=int,
-        default=DEV_ARTICLES,
-        help="COVID-QA train articles kept out of training, to choose the gateway's thresholds "
-        "on (bench/answers.py --split dev).",
+        default=0,
+        help=f"COVID-QA train articles kept out of training ({DEV_ARTICLES} for the dev split of "
+        "bench/answers.py --split dev, to choose the gateway's thresholds on questions the "
+        "reader never saw); 0: train on all (the default recipe, minilm-covidqa/v2).",
     )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=0, help="Stop early (0: all epochs).")
