@@ -1,0 +1,236 @@
+"""The gateway's reader step replayed offline: choose readers and abstention thresholds in
+minutes instead of one full `bench/answers.py` run per setting.
+
+    python bench/reader_replay.py dump --split dev --out bench/results/hits-dev.jsonl
+    python bench/reader_replay.py replay bench/results/hits-dev.jsonl \
+        --readers models/reader/minilm-covidqa/v2,/tmp/reader-v4
+
+`dump` starts the suite (as bench/answers.py does, `--keep-index` to reuse an ingest), asks
+`/v1/search` what the chat would retrieve for each question of a split (answerable ones
+against every article, the held-out articles' questions against the collection without
+them), and stores the chunks with the embedder's cosine of each sentence with the question
+(`/v1/embeddings`, the cosines the gateway computes).
+
+`replay` runs each reader over those chunks in process and applies the gateway's rules
+(services/gateway/rag/stages/evidence.py and answer.py): the best span by margin plus
+`--similarity-weight` times its sentence's cosine, a second sentence of the same chunk at
+`--min-ratio` of its score, and abstention when the closest sentence is under the floor, or
+the margin under its threshold and the cosine under `--close`. It prints, per reader, the
+figures at the gateway's default thresholds and the settings of a grid that abstain most on
+unanswerable questions while abstaining on at most `--max-answerable` of answerable ones.
+On the dev split with reader v3 it matched `bench/answers.py --split dev` within 0.02 on
+every column; the bench, through the real services, is still what figures are quoted from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+from bench.answers import FULL, HOLDOUT, ingest, load_qa, split_questions
+from bench.common import SHARED_DATA, running_suite
+from ragrail.client import GatewayClient
+from shared.models.reader import Reader, sentence_spans
+from trainers.reader.squad import best, contained, token_f1
+
+console = Console(width=160)
+# The gateway's sentence split for evidence (services/gateway/rag/grounding.py).
+SENTENCE_CHARS = 400
+
+
+def embed(client: GatewayClient, texts: list[str], input_type: str) -> np.ndarray:
+    reply = client.http.post("/v1/embeddings", json={"input": texts, "input_type": input_type})
+    reply.raise_for_status()
+    v = np.array([d["embedding"] for d in reply.json()["data"]], dtype=np.float32)
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
+
+
+def dump(args: argparse.Namespace) -> None:
+    docs, questions = load_qa(args.data, args.split)
+    answerable, unanswerable, held = split_questions(questions, 0, args.holdout, args.seed)
+    env = {}
+    if args.keep_index:
+        args.keep_index.mkdir(parents=True, exist_ok=True)
+        env["RAGRAIL_RETRIEVER_MILVUS_URI"] = str(args.keep_index.resolve() / "milvus.db")
+        env["RAGRAIL_RETRIEVER_FAISS_DIR"] = str(args.keep_index.resolve() / "faiss")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with running_suite(env) as url, args.out.open("w") as out:
+        client = GatewayClient(url, timeout_s=1800)
+        for name, subset in (
+            (FULL, list(docs.values())),
+            (HOLDOUT, [d for d in docs.values() if d["id"] not in held]),
+        ):
+            ingest(client, name, subset)
+        asked = [(q, FULL, True) for q in answerable] + [(q, HOLDOUT, False) for q in unanswerable]
+        for q, collection, is_answerable in tqdm(asked, desc="search", unit="q"):
+            hits = client.search(q["question"], collection, top_k=args.top_k)["hits"]
+            texts = [h["text"] for h in hits]
+            spans = [sentence_spans(t, SENTENCE_CHARS) for t in texts]
+            flat = [t[s.start : s.end] for t, ss in zip(texts, spans, strict=True) for s in ss]
+            cos = (embed(client, flat, "passage") @ embed(client, [q["question"]], "query")[0]
+                   if flat else np.zeros(0))  # fmt: skip
+            it = iter(cos.tolist())
+            chunks = [
+                {
+                    "document_id": h["document_id"],
+                    "text": h["text"],
+                    "sentences": [[s.start, s.end, next(it)] for s in ss],
+                }
+                for h, ss in zip(hits, spans, strict=True)
+            ]
+            row = {**q, "answerable": is_answerable, "chunks": chunks}
+            out.write(json.dumps(row) + "\n")
+        client.close()
+    console.print(f"{len(asked)} questions' chunks in {args.out}")
+
+
+def read(reader: Reader, rows: list[dict], per_passage: int) -> list[dict]:
+    """Per question, the reader's spans in each chunk with their sentences' cosines."""
+    out = []
+    for row in tqdm(rows, desc="read", unit="q"):
+        texts = [c["text"] for c in row["chunks"]]
+        found = reader.read_all(row["question"], texts, per_passage)
+        spans = []
+        for p, answers in enumerate(found):
+            sentences = row["chunks"][p]["sentences"]
+            for rank, a in enumerate(answers):
+                near = [c for s, e, c in sentences if s < a.end and a.start < e]
+                spans.append(
+                    {
+                        "passage": p,
+                        "rank": rank,
+                        "sentence": a.sentence,
+                        "sentence_start": a.sentence_start,
+                        "score": a.score,
+                        "margin": a.score - a.no_answer,
+                        "has_answer": a.has_answer,
+                        "close": max(near, default=0.0),
+                    }
+                )
+        out.append({"row": row, "spans": spans})
+    return out
+
+
+def replay(read_rows: list[dict], args: argparse.Namespace, floor: float, margin: float) -> dict:
+    f1, has, abst_a, abst_u = [], [], [], []
+    cited, cited_gold = 0, 0
+    for item in read_rows:
+        row = item["row"]
+        k = args.chunks
+        spans = [s for s in item["spans"] if s["passage"] < k]
+        firsts = [s for s in spans if s["rank"] == 0]
+        cosines = [c for ch in row["chunks"][:k] for _, _, c in ch["sentences"]]
+        similarity = max(cosines, default=-1.0)
+        top = max(
+            firsts, key=lambda s: s["margin"] + args.similarity_weight * s["close"], default=None
+        )
+        says = top is not None and top["margin"] >= margin
+        abstains = top is None or not (similarity >= floor and (says or similarity >= args.close))
+        if not row["answerable"]:
+            abst_u.append(abstains)
+            continue
+        abst_a.append(abstains)
+        if abstains or top is None:
+            f1.append(0.0)
+            has.append(0.0)
+            continue
+        others = [
+            s
+            for s in spans
+            if s["passage"] == top["passage"]
+            and s["has_answer"]
+            and s["score"] >= top["score"] * args.min_ratio
+            and s["sentence_start"] != top["sentence_start"]
+        ]
+        parts = [top, *others[: args.max_sentences - 1]]
+        text = " ".join(s["sentence"] for s in sorted(parts, key=lambda s: s["sentence_start"]))
+        f1.append(best(token_f1, text, row["answers"]))
+        has.append(best(contained, text, row["answers"]))
+        cited += 1
+        cited_gold += row["chunks"][top["passage"]]["document_id"] == row["document_id"]
+    return {
+        "f1": statistics.mean(f1),
+        "contained": statistics.mean(has),
+        "cited_precision": cited_gold / cited if cited else 0.0,
+        "abstain_unanswerable": statistics.mean(abst_u) if abst_u else 0.0,
+        "abstain_answerable": statistics.mean(abst_a),
+    }
+
+
+def replay_all(args: argparse.Namespace) -> None:
+    rows = [json.loads(line) for line in args.hits.open()]
+    for path in args.readers:
+        reader = Reader.load(Path(path), threads=args.threads)
+        read_rows = read(reader, rows, args.max_sentences)
+        table = Table(title=f"{path}: {len(rows)} questions, {args.chunks} chunks")
+        for column in ("floor", "margin", "F1", "contained", "cited precision", "abstain unans.",
+                       "abstain ans."):  # fmt: skip
+            table.add_column(column, justify="right")
+        settings = [(args.floor, args.margin)]
+        grid = [
+            (f, m)
+            for f in (0.3, 0.35, 0.4, 0.45, 0.5)
+            for m in (-0.8, -0.6, -0.4, -0.2, 0.0, 0.2, 0.4)
+        ]
+        scored = [(s, replay(read_rows, args, *s)) for s in grid]
+        allowed = [x for x in scored if x[1]["abstain_answerable"] <= args.max_answerable]
+        allowed.sort(key=lambda x: (x[1]["abstain_unanswerable"], x[1]["f1"]), reverse=True)
+        settings += [s for s, _ in allowed[: args.show]]
+        for floor, margin in settings:
+            r = replay(read_rows, args, floor, margin)
+            table.add_row(
+                f"{floor:g}",
+                f"{margin:g}",
+                *(f"{r[key]:.3f}" for key in ("f1", "contained", "cited_precision",
+                                              "abstain_unanswerable", "abstain_answerable")),
+            )  # fmt: skip
+        console.print(table)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="Search each question through a running suite; store it.")
+    d.add_argument("--data", type=Path, default=SHARED_DATA / "covidqa")
+    d.add_argument("--split", default="dev", help="test, train or dev (see bench/answers.py).")
+    d.add_argument("--holdout", type=int, default=4)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--top-k", type=int, default=8, help="Chunks kept per question.")
+    d.add_argument("--keep-index", type=Path)
+    d.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("replay", help="Replay the gateway's reader step on a dump.")
+    r.add_argument("hits", type=Path)
+    r.add_argument("--readers", type=lambda s: [x for x in s.split(",") if x], required=True)
+    r.add_argument("--chunks", type=int, default=4, help="The chat's reranker_top_k.")
+    r.add_argument("--similarity-weight", type=float, default=1.0)
+    r.add_argument("--max-sentences", type=int, default=2)
+    r.add_argument("--min-ratio", type=float, default=0.25)
+    r.add_argument("--floor", type=float, default=0.35, help="CHAT_ABSTAIN_MIN_SIMILARITY.")
+    r.add_argument("--margin", type=float, default=0.0, help="CHAT_ABSTAIN_READER_MARGIN.")
+    r.add_argument("--close", type=float, default=0.6, help="CHAT_ABSTAIN_SIMILARITY.")
+    r.add_argument("--max-answerable", type=float, default=0.10)
+    r.add_argument("--show", type=int, default=5, help="Grid settings shown.")
+    r.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if args.command == "dump":
+        if not (args.data / "documents.jsonl").exists():
+            console.print(f"[red]{args.data} holds no QA set (documents.jsonl); pass --data")
+            return 2
+        dump(args)
+    else:
+        replay_all(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
