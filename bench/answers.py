@@ -102,8 +102,9 @@ CONFIGS: dict[str, Config] = {
 
 def load_qa(root: Path, split: str = "test") -> tuple[dict[str, dict], list[dict]]:
     """The articles and the questions of one split; `dev` is the train questions of the
-    articles the reader's training leaves out (trainers/reader/splits.py), the split to choose
-    thresholds on."""
+    articles `python -m trainers.reader --dev-articles 8` leaves out (trainers/reader/
+    splits.py): the split to choose thresholds on for a reader trained so (the default recipe
+    trains on them)."""
     docs = {}
     with (root / "documents.jsonl").open() as f:
         for line in f:
@@ -192,6 +193,26 @@ def ask(client: GatewayClient, question: str, collection: str, body: dict, max_t
     }
 
 
+def embed(client: GatewayClient, texts: list[str], input_type: str) -> np.ndarray:
+    """Unit vectors from the suite's embedder (`/v1/embeddings`), as the gateway compares."""
+    reply = client.http.post("/v1/embeddings", json={"input": texts, "input_type": input_type})
+    reply.raise_for_status()
+    vectors = np.array([d["embedding"] for d in reply.json()["data"]], dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def keep_index_env(directory: Path | None) -> dict[str, str]:
+    """Settings that keep the suite's vector store in `directory` (created), so a later run
+    skips the ingest; none without one."""
+    if directory is None:
+        return {}
+    directory.mkdir(parents=True, exist_ok=True)
+    return {
+        "RAGRAIL_RETRIEVER_MILVUS_URI": str(directory.resolve() / "milvus.db"),
+        "RAGRAIL_RETRIEVER_FAISS_DIR": str(directory.resolve() / "faiss"),
+    }
+
+
 class Sentences:
     """The no-model rows: search as the chat does, split the chunks into sentences, and pick
     one by the embedder's cosine (baseline) or by F1 against the gold answer (oracle)."""
@@ -199,14 +220,6 @@ class Sentences:
     def __init__(self, client: GatewayClient, top_k: int) -> None:
         self.client = client
         self.top_k = top_k
-
-    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
-        reply = self.client.http.post(
-            "/v1/embeddings", json={"input": texts, "input_type": input_type}
-        )
-        reply.raise_for_status()
-        vectors = np.array([d["embedding"] for d in reply.json()["data"]], dtype=np.float32)
-        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
 
     def ask(self, question: dict, collection: str, oracle: bool) -> dict:
         start = time.perf_counter()
@@ -221,8 +234,8 @@ class Sentences:
         elif oracle:
             pick = max(candidates, key=lambda c: best(token_f1, c[1], question["answers"]))
         else:
-            q = self._embed([question["question"]], "query")
-            s = self._embed([c[1] for c in candidates], "passage")
+            q = embed(self.client, [question["question"]], "query")
+            s = embed(self.client, [c[1] for c in candidates], "passage")
             pick = candidates[int(np.argmax(s @ q[0]))]
         total = (time.perf_counter() - start) * 1000
         return {
@@ -425,7 +438,7 @@ def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table
 
 
 def config_arg(text: str) -> tuple[str, int]:
-    """"name" or "name:N" of --configs."""
+    """ "name" or "name:N" of --configs."""
     name, _, limit = text.partition(":")
     return name, int(limit or 0)
 
@@ -501,7 +514,8 @@ def main() -> int:
         "--split",
         default="test",
         help="Question file (questions/<split>.jsonl): test for figures; dev (the train "
-        "questions of the articles the reader never trained on) to choose thresholds on.",
+        "questions of the articles a reader trained with --dev-articles 8 never saw) to "
+        "choose its thresholds on.",
     )
     parser.add_argument(
         "--abstention-grid",
@@ -547,11 +561,7 @@ def main() -> int:
     if args.gateway:
         run(args.gateway, args)
         return 0
-    env = dict(e.split("=", 1) for e in args.env)
-    if args.keep_index:
-        args.keep_index.mkdir(parents=True, exist_ok=True)
-        env.setdefault("RAGRAIL_RETRIEVER_MILVUS_URI", str(args.keep_index.resolve() / "milvus.db"))
-        env.setdefault("RAGRAIL_RETRIEVER_FAISS_DIR", str(args.keep_index.resolve() / "faiss"))
+    env = keep_index_env(args.keep_index) | dict(e.split("=", 1) for e in args.env)
     with running_suite(env) as url:
         run(url, args)
     return 0

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from bench.answers import FULL, HOLDOUT, ingest, load_qa, split_questions
+from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
 from shared.models.reader import Reader, sentence_spans
@@ -48,23 +48,11 @@ console = Console(width=160)
 SENTENCE_CHARS = 400
 
 
-def embed(client: GatewayClient, texts: list[str], input_type: str) -> np.ndarray:
-    reply = client.http.post("/v1/embeddings", json={"input": texts, "input_type": input_type})
-    reply.raise_for_status()
-    v = np.array([d["embedding"] for d in reply.json()["data"]], dtype=np.float32)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
-
-
 def dump(args: argparse.Namespace) -> None:
     docs, questions = load_qa(args.data, args.split)
     answerable, unanswerable, held = split_questions(questions, 0, args.holdout, args.seed)
-    env = {}
-    if args.keep_index:
-        args.keep_index.mkdir(parents=True, exist_ok=True)
-        env["RAGRAIL_RETRIEVER_MILVUS_URI"] = str(args.keep_index.resolve() / "milvus.db")
-        env["RAGRAIL_RETRIEVER_FAISS_DIR"] = str(args.keep_index.resolve() / "faiss")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with running_suite(env) as url, args.out.open("w") as out:
+    with running_suite(keep_index_env(args.keep_index)) as url, args.out.open("w") as out:
         client = GatewayClient(url, timeout_s=1800)
         for name, subset in (
             (FULL, list(docs.values())),
@@ -176,18 +164,16 @@ def replay_all(args: argparse.Namespace) -> None:
         for column in ("floor", "margin", "F1", "contained", "cited precision", "abstain unans.",
                        "abstain ans."):  # fmt: skip
             table.add_column(column, justify="right")
-        settings = [(args.floor, args.margin)]
         grid = [
-            (f, m)
+            ((f, m), replay(read_rows, args, f, m))
             for f in (0.3, 0.35, 0.4, 0.45, 0.5)
             for m in (-0.8, -0.6, -0.4, -0.2, 0.0, 0.2, 0.4)
         ]
-        scored = [(s, replay(read_rows, args, *s)) for s in grid]
-        allowed = [x for x in scored if x[1]["abstain_answerable"] <= args.max_answerable]
+        allowed = [x for x in grid if x[1]["abstain_answerable"] <= args.max_answerable]
         allowed.sort(key=lambda x: (x[1]["abstain_unanswerable"], x[1]["f1"]), reverse=True)
-        settings += [s for s, _ in allowed[: args.show]]
-        for floor, margin in settings:
-            r = replay(read_rows, args, floor, margin)
+        default = (args.floor, args.margin)
+        shown = [(default, replay(read_rows, args, *default)), *allowed[: args.show]]
+        for (floor, margin), r in shown:
             table.add_row(
                 f"{floor:g}",
                 f"{margin:g}",

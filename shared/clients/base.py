@@ -115,17 +115,22 @@ class ServiceClient(Generic[StubT]):
         try:
             return await rpc(request, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
-            if exc.code() not in _PEER_GONE or not await self._reconnect(deadline):
+            if not await self._try_again(exc, method, deadline):
                 raise self._translate(exc, method) from None
-        # The peer came back (a restart, or it started after us), or a replacement answers
-        # to its name: one more try.
-        metrics.CLIENT_RETRIES.labels(self.service, method).inc()
         try:
             return await rpc(
                 request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata
             )
         except grpc.aio.AioRpcError as exc:
             raise self._translate(exc, method) from None
+
+    async def _try_again(self, exc: grpc.aio.AioRpcError, method: str, deadline: float) -> bool:
+        """Whether a failed call should be made once more: its peer went away and came back
+        (a restart, or it started after us), or a replacement answers to its name."""
+        if exc.code() not in _PEER_GONE or not await self._reconnect(deadline):
+            return False
+        metrics.CLIENT_RETRIES.labels(self.service, method).inc()
+        return True
 
     async def _reconnect(self, deadline: float) -> bool:
         """Waits briefly for the channel to connect. gRPC's own retries give up within about a
@@ -185,9 +190,8 @@ class ServiceClient(Generic[StubT]):
             except grpc.aio.AioRpcError as exc:
                 # Before its first item a stream can be tried again like a unary call; after
                 # it, the caller has part of an answer and must see the failure.
-                if started or exc.code() not in _PEER_GONE or not await self._reconnect(deadline):
+                if started or not await self._try_again(exc, method, deadline):
                     raise self._translate(exc, method) from None
-            metrics.CLIENT_RETRIES.labels(self.service, method).inc()
             call.cancel()
             call = rpc(request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata)
             try:
