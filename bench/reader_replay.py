@@ -13,7 +13,8 @@ them), and stores the chunks with the embedder's cosine of each sentence with th
 
 `replay` runs each reader over those chunks in process and applies the gateway's rules
 (services/gateway/rag/stages/evidence.py and answer.py): the best span by margin plus
-`--similarity-weight` times its sentence's cosine, a second sentence of the same chunk at
+`--similarity-weight` times its sentence's cosine plus `--overlap-weight` times the share of
+the question's content words in that sentence, a second sentence of the same chunk at
 `--min-ratio` of its score, and abstention when the closest sentence is under the floor, or
 the margin under its threshold and the cosine under `--close`. It prints, per reader, the
 figures at the gateway's default thresholds and the settings of a grid that abstain most on
@@ -40,6 +41,7 @@ from tqdm import tqdm
 from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
+from services.gateway.rag.grounding import support
 from shared.models.reader import Reader, sentence_spans
 from trainers.reader.squad import best, contained, token_f1
 
@@ -103,6 +105,7 @@ def read(reader: Reader, rows: list[dict], per_passage: int) -> list[dict]:
                         "margin": a.score - a.no_answer,
                         "has_answer": a.has_answer,
                         "close": max(near, default=0.0),
+                        "overlap": support(row["question"], a.sentence),
                     }
                 )
         out.append({"row": row, "spans": spans})
@@ -119,8 +122,11 @@ def replay(read_rows: list[dict], args: argparse.Namespace, floor: float, margin
         firsts = [s for s in spans if s["rank"] == 0]
         cosines = [c for ch in row["chunks"][:k] for _, _, c in ch["sentences"]]
         similarity = max(cosines, default=-1.0)
+        sw, ow = args.similarity_weight, args.overlap_weight
         top = max(
-            firsts, key=lambda s: s["margin"] + args.similarity_weight * s["close"], default=None
+            firsts,
+            key=lambda s: s["margin"] + sw * s["close"] + ow * s["overlap"],
+            default=None,
         )
         says = top is not None and top["margin"] >= margin
         abstains = top is None or not (similarity >= floor and (says or similarity >= args.close))
@@ -199,6 +205,7 @@ def main() -> int:
     r.add_argument("--readers", type=lambda s: [x for x in s.split(",") if x], required=True)
     r.add_argument("--chunks", type=int, default=4, help="The chat's reranker_top_k.")
     r.add_argument("--similarity-weight", type=float, default=1.0)
+    r.add_argument("--overlap-weight", type=float, default=1.0)
     r.add_argument("--max-sentences", type=int, default=2)
     r.add_argument("--min-ratio", type=float, default=0.25)
     r.add_argument("--floor", type=float, default=0.35, help="CHAT_ABSTAIN_MIN_SIMILARITY.")

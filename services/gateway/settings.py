@@ -244,6 +244,13 @@ class GatewaySettings(RagrailSettings):
         "probability) plus this times its sentence's cosine with the question is highest, "
         "over the chunks; 0: the reader's margin alone.",
     )
+    chat_reader_overlap_weight: float = Field(
+        1.0,
+        ge=0,
+        description="Added to that choice: this times the share of the question's content "
+        "words that the span's sentence holds (the lexical half of hybrid search, at sentence "
+        "level; chosen on the COVID-QA dev split, docs/benchmarks.md); 0: not used.",
+    )
     chat_extractive_unit: Literal["sentence", "span"] = Field(
         "sentence",
         description="What an extractive answer is: the sentence that holds the reader's span, "

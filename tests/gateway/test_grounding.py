@@ -7,6 +7,7 @@ from services.gateway.rag.grounding import (
     Evidence,
     align,
     answer_sentences,
+    best_span,
     complete_sentences,
     evidence_text,
     select,
@@ -14,7 +15,7 @@ from services.gateway.rag.grounding import (
     support,
     with_citation,
 )
-from shared.models.reader import sentence_around, sentence_spans
+from shared.models.reader import Answer, sentence_around, sentence_spans
 from tests.conftest import REPO
 
 HONEYBEE = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()
@@ -117,3 +118,36 @@ def test_the_sample_corpus_has_the_waggle_dance_in_one_sentence() -> None:
     # stack's extractive path can return whole.
     texts = [HONEYBEE[s.start : s.end] for s in sentence_spans(HONEYBEE)]
     assert any("direction of the food" in t and "distance" in t for t in texts)
+
+
+def _span(passages: list[str], passage: int, text: str, score: float, no_answer: float) -> Answer:
+    start = passages[passage].index(text)
+    s, e = sentence_around(passages[passage], start, start + len(text))
+    return Answer(passage, start, start + len(text), text, s, e, passages[passage][s:e], score,
+                  no_answer)  # fmt: skip
+
+
+def test_the_reader_choice_weighs_margin_cosine_and_the_question_words() -> None:
+    question = "How far does the Rhine flow?"
+    passages = [
+        "Rivers of Europe carry water from the mountains to the seas across many countries.",
+        RHINE,
+    ]
+    sentences = split_passages(passages)
+    # The embedder finds the topical sentence of passage 1 closer than the one that answers.
+    cosines = [0.7 if s.source == 1 else 0.5 for s in sentences]
+    spans = [
+        _span(passages, 0, "to the seas", 0.60, 0.30),
+        _span(passages, 1, "roughly 1,230 kilometres", 0.55, 0.30),
+    ]
+    choose = {"similarity_weight": 1.0}
+    assert best_span(question, spans, sentences, cosines, overlap_weight=0.0, **choose) is spans[0]
+    # "flows" (for "flow") is a third of the question's content words, in the answer's sentence.
+    chosen = best_span(question, spans, sentences, cosines, overlap_weight=1.0, **choose)
+    assert chosen is spans[1]
+    assert chosen.sentence == "It flows roughly 1,230 kilometres to the North Sea."
+    # The margin alone: the first span is the more likely.
+    alone = best_span(
+        question, spans, sentences, cosines, similarity_weight=0.0, overlap_weight=0.0
+    )
+    assert alone is spans[0]

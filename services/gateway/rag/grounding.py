@@ -146,6 +146,39 @@ class Evidence:
         return self.sentences[i], self.scores[i]
 
 
+def best_span(
+    question: str,
+    spans: Sequence[Span],
+    sentences: Sequence[Sentence],
+    cosines: Sequence[float],
+    *,
+    similarity_weight: float,
+    overlap_weight: float,
+) -> Span:
+    """The reader's answer among its best span of each passage: the highest margin (answer
+    minus no-answer probability) plus `similarity_weight` times the best cosine of the
+    sentences it overlaps (`sentences` numbered from 1, as split_passages numbers them)
+    plus `overlap_weight` times the share of the question's content words its sentence holds.
+
+    The margin alone picked "the same waggle dance" of the swarming paragraph for "how do
+    honeybees tell each other where food is?"; the cosine alone ranks a sentence on the same
+    topic as high as the one that names what was asked (COVID-QA dev, docs/benchmarks.md)."""
+
+    def closeness(a: Span) -> float:
+        near = [
+            cosines[i]
+            for i, s in enumerate(sentences)
+            if s.source == a.passage + 1 and s.start < a.end and a.start < s.end
+        ]
+        return max(near, default=0.0)
+
+    def merit(a: Span) -> float:
+        lexical = support(question, a.sentence) if overlap_weight else 0.0
+        return a.score - a.no_answer + similarity_weight * closeness(a) + overlap_weight * lexical
+
+    return max(spans, key=merit)
+
+
 def split_passages(texts: Sequence[str], max_chars: int = 400) -> list[Sentence]:
     """Every sentence of every passage, passages numbered from 1."""
     out = []

@@ -26,6 +26,7 @@ from services.gateway.rag.conversation import Turn
 from services.gateway.rag.grounding import (
     Evidence,
     Reading,
+    best_span,
     evidence_text,
     select,
     split_passages,
@@ -38,7 +39,6 @@ from services.gateway.settings import GatewaySettings
 from shared.clients import TokenCounts
 from shared.models import registry
 from shared.models.reader import ROLE, Reader
-from shared.models.reader import Answer as Span
 
 log = logging.getLogger("ragrail.gateway")
 
@@ -135,19 +135,14 @@ class SelectEvidence(Stage):
         scores = scores.tolist()
         evidence = Evidence(sentences, list(scores), cosine=scores)
         if reading:
-            # The reader's span in each chunk, weighed with how close its sentence is to the
-            # question: the reader alone picked "the same waggle dance" of the swarming
-            # paragraph for "how do honeybees tell each other where food is?".
-            def closeness(a: Span) -> float:
-                near = [
-                    scores[i]
-                    for i, s in enumerate(sentences)
-                    if s.source == a.passage + 1 and s.start < a.end and a.start < s.end
-                ]
-                return max(near, default=0.0)
-
-            weight = self.settings.chat_reader_similarity_weight
-            best = max(reading, key=lambda a: a.score - a.no_answer + weight * closeness(a))
+            best = best_span(
+                question,
+                reading,
+                sentences,
+                scores,
+                similarity_weight=self.settings.chat_reader_similarity_weight,
+                overlap_weight=self.settings.chat_reader_overlap_weight,
+            )
             # Further answer sentences come from the best span's chunk only: the answer goes
             # on there (the dance, then what its angle and length say), and another chunk's
             # likely span is more often an answer to something else.
