@@ -249,7 +249,8 @@ class GatewaySettings(RagrailSettings):
         ge=0,
         description="Added to that choice: this times the share of the question's content "
         "words that the span's sentence holds (the lexical half of hybrid search, at sentence "
-        "level; chosen on the COVID-QA dev split, docs/benchmarks.md); 0: not used.",
+        "level; chosen on the COVID-QA dev split, docs/benchmarks.md). Evidence sentences are "
+        "ranked by their cosine plus the same term; 0: not used.",
     )
     chat_extractive_unit: Literal["sentence", "span"] = Field(
         "sentence",

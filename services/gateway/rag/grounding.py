@@ -201,13 +201,15 @@ def select(
     `max_sentences` or `max_chars`; returned in passage and text order."""
     order = sorted(range(len(evidence.sentences)), key=lambda i: -evidence.scores[i])
     index = {(s.source, s.position): i for i, s in enumerate(evidence.sentences)}
+    # min_score is a cosine: the scores add the question's words (and the reader) to it.
+    closeness = evidence.cosine or evidence.scores
     chosen: set[int] = set()
     chars = 0
     for i in order:
         if len(chosen) >= max_sentences:
             break
-        if chosen and evidence.scores[i] < min_score:
-            break
+        if chosen and closeness[i] < min_score:
+            continue
         s = evidence.sentences[i]
         wanted = [i]
         first = _first_word(s.text)
