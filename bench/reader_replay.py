@@ -41,8 +41,8 @@ from tqdm import tqdm
 from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
-from services.gateway.rag.grounding import support
 from shared.models.reader import Reader, sentence_spans
+from shared.text import support
 from trainers.reader.squad import best, contained, token_f1
 
 console = Console(width=160)
