@@ -112,46 +112,60 @@ def read(reader: Reader, rows: list[dict], per_passage: int) -> list[dict]:
     return out
 
 
-def replay(read_rows: list[dict], args: argparse.Namespace, floor: float, margin: float) -> dict:
+def answer(item: dict, args: argparse.Namespace) -> dict:
+    """What the gateway would answer for one question before abstention: the chosen span
+    (None when the reader found none), the closest sentence's cosine, and the extract's
+    scores. Thresholds do not change any of it, so the grid reuses it."""
+    row = item["row"]
+    k = args.chunks
+    spans = [s for s in item["spans"] if s["passage"] < k]
+    firsts = [s for s in spans if s["rank"] == 0]
+    cosines = [c for ch in row["chunks"][:k] for _, _, c in ch["sentences"]]
+    sw, ow = args.similarity_weight, args.overlap_weight
+    top = max(
+        firsts,
+        key=lambda s: s["margin"] + sw * s["close"] + ow * s["overlap"],
+        default=None,
+    )
+    out = {"answerable": row["answerable"], "top": top, "similarity": max(cosines, default=-1.0)}
+    if top is None or not row["answerable"]:
+        return out
+    others = [
+        s
+        for s in spans
+        if s["passage"] == top["passage"]
+        and s["has_answer"]
+        and s["score"] >= top["score"] * args.min_ratio
+        and s["sentence_start"] != top["sentence_start"]
+    ]
+    parts = [top, *others[: args.max_sentences - 1]]
+    text = " ".join(s["sentence"] for s in sorted(parts, key=lambda s: s["sentence_start"]))
+    return out | {
+        "f1": best(token_f1, text, row["answers"]),
+        "contained": best(contained, text, row["answers"]),
+        "gold_cited": row["chunks"][top["passage"]]["document_id"] == row["document_id"],
+    }
+
+
+def replay(answers: list[dict], args: argparse.Namespace, floor: float, margin: float) -> dict:
     f1, has, abst_a, abst_u = [], [], [], []
     cited, cited_gold = 0, 0
-    for item in read_rows:
-        row = item["row"]
-        k = args.chunks
-        spans = [s for s in item["spans"] if s["passage"] < k]
-        firsts = [s for s in spans if s["rank"] == 0]
-        cosines = [c for ch in row["chunks"][:k] for _, _, c in ch["sentences"]]
-        similarity = max(cosines, default=-1.0)
-        sw, ow = args.similarity_weight, args.overlap_weight
-        top = max(
-            firsts,
-            key=lambda s: s["margin"] + sw * s["close"] + ow * s["overlap"],
-            default=None,
-        )
+    for a in answers:
+        top, similarity = a["top"], a["similarity"]
         says = top is not None and top["margin"] >= margin
         abstains = top is None or not (similarity >= floor and (says or similarity >= args.close))
-        if not row["answerable"]:
+        if not a["answerable"]:
             abst_u.append(abstains)
             continue
         abst_a.append(abstains)
-        if abstains or top is None:
+        if abstains:
             f1.append(0.0)
             has.append(0.0)
             continue
-        others = [
-            s
-            for s in spans
-            if s["passage"] == top["passage"]
-            and s["has_answer"]
-            and s["score"] >= top["score"] * args.min_ratio
-            and s["sentence_start"] != top["sentence_start"]
-        ]
-        parts = [top, *others[: args.max_sentences - 1]]
-        text = " ".join(s["sentence"] for s in sorted(parts, key=lambda s: s["sentence_start"]))
-        f1.append(best(token_f1, text, row["answers"]))
-        has.append(best(contained, text, row["answers"]))
+        f1.append(a["f1"])
+        has.append(a["contained"])
         cited += 1
-        cited_gold += row["chunks"][top["passage"]]["document_id"] == row["document_id"]
+        cited_gold += a["gold_cited"]
     return {
         "f1": statistics.mean(f1),
         "contained": statistics.mean(has),
@@ -165,20 +179,20 @@ def replay_all(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in args.hits.open()]
     for path in args.readers:
         reader = Reader.load(Path(path), threads=args.threads)
-        read_rows = read(reader, rows, args.max_sentences)
+        answers = [answer(item, args) for item in read(reader, rows, args.max_sentences)]
         table = Table(title=f"{path}: {len(rows)} questions, {args.chunks} chunks")
         for column in ("floor", "margin", "F1", "contained", "cited precision", "abstain unans.",
                        "abstain ans."):  # fmt: skip
             table.add_column(column, justify="right")
         grid = [
-            ((f, m), replay(read_rows, args, f, m))
+            ((f, m), replay(answers, args, f, m))
             for f in (0.3, 0.35, 0.4, 0.45, 0.5)
             for m in (-0.8, -0.6, -0.4, -0.2, 0.0, 0.2, 0.4)
         ]
         allowed = [x for x in grid if x[1]["abstain_answerable"] <= args.max_answerable]
         allowed.sort(key=lambda x: (x[1]["abstain_unanswerable"], x[1]["f1"]), reverse=True)
         default = (args.floor, args.margin)
-        shown = [(default, replay(read_rows, args, *default)), *allowed[: args.show]]
+        shown = [(default, replay(answers, args, *default)), *allowed[: args.show]]
         for (floor, margin), r in shown:
             table.add_row(
                 f"{floor:g}",
