@@ -6,6 +6,7 @@ its option checks among them, are in test_backend_contract.py."""
 from __future__ import annotations
 
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,40 @@ def test_collections_of_other_prefixes_are_invisible(location: str, store: Milvu
             store.get_collection("theirs")
     finally:
         other.close()
+
+
+def test_collection_released_behind_the_cache_is_loaded_again(docs: MilvusStore) -> None:
+    """Lite held a collection 'released' after a crash-restart once, although it had been
+    opened; reads load it again instead of failing."""
+    first = docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
+    docs._client.release_collection("ragrail_docs")
+    assert docs.dense_search("docs", unit(1, 0, 0, 0), 3, None) == first
+    docs._client.release_collection("ragrail_docs")
+    assert docs.sparse_search("docs", "graphene", 3, None) == docs.sparse_search(
+        "docs", "graphene", 3, None
+    )
+    docs._client.release_collection("ragrail_docs")
+    assert docs.count("docs") == (6, 3)
+
+
+def test_concurrent_first_reads_after_reopening(docs: MilvusStore, location: str) -> None:
+    docs.close()
+    reopened = MilvusStore(uri=location)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            found = list(
+                pool.map(
+                    lambda i: len(
+                        reopened.dense_search("docs", unit(1, 0, 0, 0), 3, None)
+                        if i % 2
+                        else reopened.sparse_search("docs", "graphene", 3, None)
+                    ),
+                    range(16),
+                )
+            )
+        assert all(n > 0 for n in found), found
+    finally:
+        reopened.close()
 
 
 # -- processes --------------------------------------------------------------------------

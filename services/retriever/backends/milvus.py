@@ -27,6 +27,9 @@ Found by experiment with pymilvus 3.0.2 and milvus-lite 3.2.2 (not assumed):
   server, collections are created with Strong consistency and never flushed by hand.
 - Lite loads nothing on startup: after reopening the path, search and query fail with
   "state 'released'" until load_collection, so a store loads each collection on first use.
+  Once, in a compose test that SIGKILLs the retriever, a search right after the restart still
+  met "released" although the collection had been opened; so a read that meets it loads the
+  collection and tries once more (_read) rather than answering 500.
 - Lite drops the schema description; collection properties survive reopening, so the
   description and creation time are kept there.
 - Lite accepts `in [...]` only on plain columns, not on `metadata["k"]`: see filters.py.
@@ -46,10 +49,10 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 import grpc
@@ -108,6 +111,7 @@ def _quotable(value: str) -> bool:
     return True
 
 
+_T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
 # The `terms` field holds text already analysed by LexicalAnalyzer; Milvus only splits it.
@@ -220,6 +224,8 @@ class MilvusStore(VectorStore):
         # Writes are serialised: Lite's engine is not safe for concurrent writers to one
         # collection, and counting-then-deleting must not interleave. Reads run in parallel.
         self._write_lock = threading.RLock()
+        # Loading is serialised so that concurrent first reads load a collection once.
+        self._load_lock = threading.Lock()
         # Collections known to exist and be loaded, with their dimension. Plain dict/set
         # operations are atomic under the GIL, so reads need no lock.
         self._known: dict[str, int] = {}
@@ -361,9 +367,7 @@ class MilvusStore(VectorStore):
         mname = self._mname(name)
         with self._errors("opening the collection", name):
             info = self._client.describe_collection(mname, timeout=self._timeout)
-            state = self._client.get_load_state(mname, timeout=self._timeout)
-            if state.get("state") != LoadState.Loaded:
-                self._client.load_collection(mname, timeout=self._timeout)
+            self._load(mname)
         dimension = _dimension(info)
         if dimension is None:
             raise collection_not_found(name)  # a foreign collection that shares the prefix
@@ -377,6 +381,24 @@ class MilvusStore(VectorStore):
             )
         self._known[name] = dimension
         return dimension
+
+    def _load(self, mname: str) -> None:
+        with self._load_lock:
+            state = self._client.get_load_state(mname, timeout=self._timeout)
+            if state.get("state") != LoadState.Loaded:
+                self._client.load_collection(mname, timeout=self._timeout)
+
+    def _read(self, name: str, action: str, call: Callable[[], _T]) -> _T:
+        """Runs the read `call`; a collection found released is loaded and read once more."""
+        with self._errors(action, name):
+            try:
+                return call()
+            except MilvusException as exc:
+                if not _is_released(exc):
+                    raise
+                log.warning("collection '%s' was released while %s; loading it again", name, action)
+                self._load(self._mname(name))
+                return call()
 
     def _flush_if_dirty(self, name: str) -> None:
         if name not in self._dirty:
@@ -492,10 +514,13 @@ class MilvusStore(VectorStore):
         self._open(name)
         self._flush_if_dirty(name)
         mname = self._mname(name)
-        with self._errors("counting chunks", name):
-            rows = self._client.query(
+        rows = self._read(
+            name,
+            "counting chunks",
+            lambda: self._client.query(
                 mname, filter="", output_fields=["count(*)"], timeout=self._timeout
-            )
+            ),
+        )
         return int(rows[0]["count(*)"]), len(self._document_heads(name, ["document_id"]))
 
     def upsert(self, name: str, chunks: list[ChunkRecord]) -> int:
@@ -561,8 +586,10 @@ class MilvusStore(VectorStore):
         validate_top_k(k, MAX_TOP_K)
         query = check_query_vector(vector, dimension, name)
         self._flush_if_dirty(name)
-        with self._errors("searching by vector", name):
-            results = self._client.search(
+        results = self._read(
+            name,
+            "searching by vector",
+            lambda: self._client.search(
                 self._mname(name),
                 data=[query],
                 anns_field="vector",
@@ -571,7 +598,8 @@ class MilvusStore(VectorStore):
                 output_fields=_fields(include_vectors),
                 search_params={"metric_type": "COSINE", "params": self._search_params(k)},
                 timeout=self._timeout,
-            )
+            ),
+        )
         # COSINE distance in Milvus is the similarity itself, larger is better.
         return [ScoredChunk(_chunk(hit), float(hit["distance"])) for hit in results[0]]
 
@@ -589,8 +617,10 @@ class MilvusStore(VectorStore):
         if not terms:
             return []  # only stop words: nothing for BM25 to match
         self._flush_if_dirty(name)
-        with self._errors("searching by text", name):
-            results = self._client.search(
+        results = self._read(
+            name,
+            "searching by text",
+            lambda: self._client.search(
                 self._mname(name),
                 data=[terms],
                 anns_field="sparse",
@@ -599,7 +629,8 @@ class MilvusStore(VectorStore):
                 output_fields=_fields(include_vectors),
                 search_params={"metric_type": "BM25"},
                 timeout=self._timeout,
-            )
+            ),
+        )
         # Lite reports -score as the distance, a server the score; both list best first.
         return [ScoredChunk(_chunk(hit), abs(float(hit["distance"]))) for hit in results[0]]
 
@@ -666,16 +697,19 @@ class MilvusStore(VectorStore):
 
     def _query_all(self, name: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
         """Every row matching expr."""
-        with self._errors("reading chunks", name):
-            if self._is_lite:
-                # Lite has no row cap on a plain query, and its iterator costs an extra
-                # query per call and logs a warning (no MVCC timestamp) every time.
-                return list(
+        if self._is_lite:
+            # Lite has no row cap on a plain query, and its iterator costs an extra query per
+            # call and logs a warning (no MVCC timestamp) every time.
+            return self._read(
+                name,
+                "reading chunks",
+                lambda: list(
                     self._client.query(
                         self._mname(name), filter=expr, output_fields=fields, timeout=self._timeout
                     )
-                )
-            return self._iterate(name, expr, fields)
+                ),
+            )
+        return self._read(name, "reading chunks", lambda: self._iterate(name, expr, fields))
 
     def _iterate(self, name: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
         # A server caps a plain query at 16,384 rows; the iterator pages past that.
@@ -751,6 +785,11 @@ def _check_options(uri: str, timeout_s: float, index_type: str, prefix: str) -> 
             f"collection prefix {prefix!r} is invalid: use letters, digits and '_', "
             "not starting with a digit"
         )
+
+
+def _is_released(exc: MilvusException) -> bool:
+    message = (exc.message or str(exc)).lower()
+    return "released" in message or "not loaded" in message
 
 
 def _is_not_found(code: Any, lowered_message: str) -> bool:
