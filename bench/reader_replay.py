@@ -12,13 +12,15 @@ them), and stores the chunks with the embedder's cosine of each sentence with th
 (`/v1/embeddings`, the cosines the gateway computes).
 
 `replay` runs each reader over those chunks in process and applies the gateway's rules
-(services/gateway/rag/stages/evidence.py and answer.py): the best span by margin plus
-`--similarity-weight` times its sentence's cosine plus `--overlap-weight` times the share of
-the question's content words in that sentence, a second sentence of the same chunk at
-`--min-ratio` of its score, and abstention when the closest sentence is under the floor, or
-the margin under its threshold and the cosine under `--close`. It prints, per reader, the
-figures at the gateway's default thresholds and the settings of a grid that abstain most on
-unanswerable questions while abstaining on at most `--max-answerable` of answerable ones.
+(services/gateway/rag/grounding.py answer_choice, stages/evidence.py and answer.py): the
+best sentence by `--similarity-weight` times its cosine, plus `--overlap-weight` times the
+share of the question's content words it holds, plus `--margin-weight` times the reader's
+margin where its chunk's best span lies in it; a second sentence of the reader's span's chunk
+at `--min-ratio` of its score; and abstention when the closest sentence is under the floor,
+or the chunk's margin under its threshold and the cosine under `--close`. It prints, per
+reader, the figures at the gateway's default thresholds and the settings of a grid that
+abstain most on unanswerable questions while abstaining on at most `--max-answerable` of
+answerable ones.
 On the dev split with reader v3 it matched `bench/answers.py --split dev` within 0.02 on
 every column; the bench, through the real services, is still what figures are quoted from.
 """
@@ -43,7 +45,8 @@ from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
 from shared.models.reader import Reader, sentence_spans
 from shared.text import support
-from trainers.reader.squad import best, contained, token_f1
+from trainers.reader.squad import best as best_of
+from trainers.reader.squad import contained, token_f1
 
 console = Console(width=160)
 # The gateway's sentence split for evidence (services/gateway/rag/grounding.py).
@@ -85,65 +88,79 @@ def dump(args: argparse.Namespace) -> None:
 
 
 def read(reader: Reader, rows: list[dict], per_passage: int) -> list[dict]:
-    """Per question, the reader's spans in each chunk with their sentences' cosines."""
+    """Per question, the reader's spans in each chunk."""
     out = []
     for row in tqdm(rows, desc="read", unit="q"):
         texts = [c["text"] for c in row["chunks"]]
         found = reader.read_all(row["question"], texts, per_passage)
-        spans = []
-        for p, answers in enumerate(found):
-            sentences = row["chunks"][p]["sentences"]
-            for rank, a in enumerate(answers):
-                near = [c for s, e, c in sentences if s < a.end and a.start < e]
-                spans.append(
-                    {
-                        "passage": p,
-                        "rank": rank,
-                        "sentence": a.sentence,
-                        "sentence_start": a.sentence_start,
-                        "score": a.score,
-                        "margin": a.score - a.no_answer,
-                        "has_answer": a.has_answer,
-                        "close": max(near, default=0.0),
-                        "overlap": support(row["question"], a.sentence),
-                    }
-                )
+        spans = [
+            {
+                "passage": p,
+                "rank": rank,
+                "text": a.text,
+                "start": a.start,
+                "end": a.end,
+                "sentence": a.sentence,
+                "sentence_start": a.sentence_start,
+                "score": a.score,
+                "margin": a.score - a.no_answer,
+                "has_answer": a.has_answer,
+            }
+            for p, answers in enumerate(found)
+            for rank, a in enumerate(answers)
+        ]
         out.append({"row": row, "spans": spans})
     return out
 
 
 def answer(item: dict, args: argparse.Namespace) -> dict:
-    """What the gateway would answer for one question before abstention: the chosen span
-    (None when the reader found none), the closest sentence's cosine, and the extract's
-    scores. Thresholds do not change any of it, so the grid reuses it."""
+    """What the gateway would answer for one question before abstention (grounding.
+    answer_choice): the best sentence by cosine, the question's words and the reader's margin
+    where its span lies in it; that chunk's reader margin; the extract's scores. Thresholds
+    change none of it, so the grid reuses it."""
     row = item["row"]
     k = args.chunks
+    chunks = row["chunks"][:k]
     spans = [s for s in item["spans"] if s["passage"] < k]
-    firsts = [s for s in spans if s["rank"] == 0]
-    cosines = [c for ch in row["chunks"][:k] for _, _, c in ch["sentences"]]
-    sw, ow = args.similarity_weight, args.overlap_weight
-    top = max(
-        firsts,
-        key=lambda s: s["margin"] + sw * s["close"] + ow * s["overlap"],
-        default=None,
-    )
-    out = {"answerable": row["answerable"], "top": top, "similarity": max(cosines, default=-1.0)}
-    if top is None or not row["answerable"]:
+    firsts = {s["passage"]: s for s in spans if s["rank"] == 0}
+    cosines = [c for ch in chunks for _, _, c in ch["sentences"]]
+    similarity = max(cosines, default=-1.0)
+    out = {"answerable": row["answerable"], "margin": None, "similarity": similarity}
+    best = None  # (merit, passage, sentence text, the reader's span there or None)
+    for p, ch in enumerate(chunks):
+        first = firsts.get(p)
+        for start, end, cosine in ch["sentences"]:
+            text = ch["text"][start:end]
+            merit = args.similarity_weight * cosine + args.overlap_weight * support(
+                row["question"], text
+            )
+            holds = first and first["text"] and first["start"] < end and start < first["end"]
+            lead = first if holds else None
+            if lead is not None:
+                merit += args.margin_weight * lead["margin"]
+            if best is None or merit > best[0]:
+                best = (merit, p, text, lead)
+    if best is None:
         return out
-    others = [
-        s
-        for s in spans
-        if s["passage"] == top["passage"]
-        and s["has_answer"]
-        and s["score"] >= top["score"] * args.min_ratio
-        and s["sentence_start"] != top["sentence_start"]
-    ]
-    parts = [top, *others[: args.max_sentences - 1]]
+    _, p, text, lead = best
+    out["margin"] = firsts[p]["margin"] if p in firsts else -1.0
+    if not row["answerable"]:
+        return out
+    parts = [lead or {"sentence": text, "sentence_start": 0}]
+    if lead is not None:
+        parts += [
+            s
+            for s in spans
+            if s["passage"] == p
+            and s["has_answer"]
+            and s["score"] >= lead["score"] * args.min_ratio
+            and s["sentence_start"] != lead["sentence_start"]
+        ][: args.max_sentences - 1]
     text = " ".join(s["sentence"] for s in sorted(parts, key=lambda s: s["sentence_start"]))
     return out | {
-        "f1": best(token_f1, text, row["answers"]),
-        "contained": best(contained, text, row["answers"]),
-        "gold_cited": row["chunks"][top["passage"]]["document_id"] == row["document_id"],
+        "f1": best_of(token_f1, text, row["answers"]),
+        "contained": best_of(contained, text, row["answers"]),
+        "gold_cited": chunks[p]["document_id"] == row["document_id"],
     }
 
 
@@ -151,9 +168,9 @@ def replay(answers: list[dict], args: argparse.Namespace, floor: float, margin: 
     f1, has, abst_a, abst_u = [], [], [], []
     cited, cited_gold = 0, 0
     for a in answers:
-        top, similarity = a["top"], a["similarity"]
-        says = top is not None and top["margin"] >= margin
-        abstains = top is None or not (similarity >= floor and (says or similarity >= args.close))
+        read, similarity = a["margin"], a["similarity"]
+        says = read is not None and read >= margin
+        abstains = read is None or not (similarity >= floor and (says or similarity >= args.close))
         if not a["answerable"]:
             abst_u.append(abstains)
             continue
@@ -220,6 +237,7 @@ def main() -> int:
     r.add_argument("--chunks", type=int, default=4, help="The chat's reranker_top_k.")
     r.add_argument("--similarity-weight", type=float, default=1.0)
     r.add_argument("--overlap-weight", type=float, default=1.0)
+    r.add_argument("--margin-weight", type=float, default=0.25)
     r.add_argument("--max-sentences", type=int, default=2)
     r.add_argument("--min-ratio", type=float, default=0.25)
     r.add_argument("--floor", type=float, default=0.35, help="CHAT_ABSTAIN_MIN_SIMILARITY.")

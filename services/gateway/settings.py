@@ -240,17 +240,23 @@ class GatewaySettings(RagrailSettings):
     chat_reader_similarity_weight: float = Field(
         1.0,
         ge=0,
-        description="The reader's answer is the span whose margin (answer minus no-answer "
-        "probability) plus this times its sentence's cosine with the question is highest, "
-        "over the chunks; 0: the reader's margin alone.",
+        description="How much a retrieved sentence bears on the question, which ranks the "
+        "evidence and picks the answer's sentence: this times its cosine with the question, "
+        "plus the two terms below.",
     )
     chat_reader_overlap_weight: float = Field(
         1.0,
         ge=0,
-        description="Added to that choice: this times the share of the question's content "
-        "words that the span's sentence holds (the lexical half of hybrid search, at sentence "
-        "level; chosen on the COVID-QA dev split, docs/benchmarks.md). Evidence sentences are "
-        "ranked by their cosine plus the same term; 0: not used.",
+        description="Plus this times the share of the question's content words that the "
+        "sentence holds (the lexical half of hybrid search, at sentence level; chosen on the "
+        "COVID-QA train and dev splits, docs/benchmarks.md); 0: not used.",
+    )
+    chat_reader_margin_weight: float = Field(
+        0.25,
+        ge=0,
+        description="Plus this times the reader's margin (answer minus no-answer probability) "
+        "in the sentence that holds its best span of a chunk, which is then the answer's span; "
+        "large values let the reader's spans alone compete for the answer.",
     )
     chat_extractive_unit: Literal["sentence", "span"] = Field(
         "sentence",

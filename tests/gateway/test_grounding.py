@@ -6,8 +6,8 @@ from __future__ import annotations
 from services.gateway.rag.grounding import (
     Evidence,
     align,
+    answer_choice,
     answer_sentences,
-    best_span,
     complete_sentences,
     evidence_text,
     select,
@@ -127,7 +127,7 @@ def _span(passages: list[str], passage: int, text: str, score: float, no_answer:
                   no_answer)  # fmt: skip
 
 
-def test_the_reader_choice_weighs_margin_cosine_and_the_question_words() -> None:
+def test_the_answer_weighs_cosine_the_question_words_and_the_reader() -> None:
     question = "How far does the Rhine flow?"
     passages = [
         "Rivers of Europe carry water from the mountains to the seas across many countries.",
@@ -136,18 +136,48 @@ def test_the_reader_choice_weighs_margin_cosine_and_the_question_words() -> None
     sentences = split_passages(passages)
     # The embedder finds the topical sentence of passage 1 closer than the one that answers.
     cosines = [0.7 if s.source == 1 else 0.5 for s in sentences]
-    spans = [
-        _span(passages, 0, "to the seas", 0.60, 0.30),
-        _span(passages, 1, "roughly 1,230 kilometres", 0.55, 0.30),
+    found = [
+        [_span(passages, 0, "to the seas", 0.60, 0.30)],
+        [_span(passages, 1, "roughly 1,230 kilometres", 0.55, 0.30)],
     ]
-    choose = {"similarity_weight": 1.0}
-    assert best_span(question, spans, sentences, cosines, overlap_weight=0.0, **choose) is spans[0]
+
+    def choose(similarity: float, overlap: float, margin: float) -> tuple[Answer, float]:
+        _, span, m = answer_choice(
+            question, found, sentences, cosines,
+            similarity_weight=similarity, overlap_weight=overlap, margin_weight=margin,
+        )  # fmt: skip
+        return span, m
+
+    assert choose(1.0, 0.0, 0.25)[0] is found[0][0]
     # "flows" (for "flow") is a third of the question's content words, in the answer's sentence.
-    chosen = best_span(question, spans, sentences, cosines, overlap_weight=1.0, **choose)
-    assert chosen is spans[1]
-    assert chosen.sentence == "It flows roughly 1,230 kilometres to the North Sea."
+    span, margin = choose(1.0, 1.0, 0.25)
+    assert span is found[1][0]
+    assert span.sentence == "It flows roughly 1,230 kilometres to the North Sea."
+    assert margin == 0.55 - 0.30
     # The margin alone: the first span is the more likely.
-    alone = best_span(
-        question, spans, sentences, cosines, similarity_weight=0.0, overlap_weight=0.0
-    )
-    assert alone is spans[0]
+    assert choose(0.0, 0.0, 1.0)[0] is found[0][0]
+
+
+def test_a_sentence_without_the_readers_span_can_be_the_answer() -> None:
+    """Every sentence competes: when the reader's span of a chunk lies in a sentence that
+    bears less on the question, the answer is the better sentence itself, with the margin of
+    its chunk's best span (the reader's verdict on whether the chunk answers)."""
+    question = "Where does the Rhine rise?"
+    passages = [RHINE]
+    sentences = split_passages(passages)
+    cosines = [0.6, 0.4]
+    found = [[_span(passages, 0, "roughly 1,230 kilometres", 0.50, 0.20)]]
+    merits, span, margin = answer_choice(
+        question, found, sentences, cosines,
+        similarity_weight=1.0, overlap_weight=1.0, margin_weight=0.25,
+    )  # fmt: skip
+    assert (span.start, span.end) == (sentences[0].start, sentences[0].end)
+    assert span.text == span.sentence == "The Rhine rises in the Swiss Alps."
+    assert margin == 0.50 - 0.20
+    assert merits[0] > merits[1]
+    # No span read in the chunk: the reader's verdict is "no answer".
+    _, span, margin = answer_choice(
+        question, [[]], sentences, cosines,
+        similarity_weight=1.0, overlap_weight=1.0, margin_weight=0.25,
+    )  # fmt: skip
+    assert span.text == "The Rhine rises in the Swiss Alps." and margin == -1.0

@@ -26,11 +26,10 @@ from services.gateway.rag.conversation import Turn
 from services.gateway.rag.grounding import (
     Evidence,
     Reading,
-    best_span,
+    answer_choice,
     evidence_text,
     select,
     split_passages,
-    support,
 )
 from services.gateway.rag.protocol import ChatState, Prompt
 from services.gateway.rag.stages import Stage
@@ -125,52 +124,49 @@ class SelectEvidence(Stage):
             found, (q, passages) = await asyncio.gather(
                 asyncio.to_thread(reader.read_all, question, texts, per_passage), embedding
             )
-            reading = [answers[0] for answers in found]
         else:
-            reading, (q, passages) = None, await embedding
+            found = None
             chat.warnings.append(
                 "no extractive reader is configured: answers are drawn from the sentence "
                 "closest to the question (train one with `python -m trainers.reader`)"
             )
+            q, passages = await embedding
         scores = _unit(np.asarray(passages.vectors)) @ _unit(np.asarray(q.vectors))[0]
         scores = scores.tolist()
-        # How much a sentence bears on the question: its cosine plus the share of the
-        # question's words it holds, as for the reader's span below. Without a reader the
-        # best of them is the answer (COVID-QA test: token F1 0.208 -> 0.271 with the words).
-        overlap = self.settings.chat_reader_overlap_weight
-        bearing = [
-            c + overlap * support(question, s.text) for c, s in zip(scores, sentences, strict=True)
-        ]
-        evidence = Evidence(sentences, bearing, cosine=scores)
-        if reading:
-            best = best_span(
-                question,
-                reading,
-                sentences,
-                scores,
-                similarity_weight=self.settings.chat_reader_similarity_weight,
-                overlap_weight=self.settings.chat_reader_overlap_weight,
-            )
-            # Further answer sentences come from the best span's chunk only: the answer goes
-            # on there (the dance, then what its angle and length say), and another chunk's
-            # likely span is more often an answer to something else.
-            floor = best.score * self.settings.chat_extractive_min_ratio
+        g = self.settings
+        # How much each sentence bears on the question (its cosine, the question's words it
+        # holds, the reader's margin where its span lies in it); the best is the answer.
+        merits, best, margin = answer_choice(
+            question,
+            found or [],
+            sentences,
+            scores,
+            similarity_weight=g.chat_reader_similarity_weight,
+            overlap_weight=g.chat_reader_overlap_weight,
+            margin_weight=g.chat_reader_margin_weight,
+        )
+        evidence = Evidence(sentences, merits, cosine=scores)
+        if found is not None:
+            # Further answer sentences come from the reader's own span only, in its chunk:
+            # the answer goes on there (the dance, then what its angle and length say), and
+            # another chunk's likely span is more often an answer to something else.
+            lead = bool(found[best.passage]) and found[best.passage][0] is best
+            floor = best.score * g.chat_extractive_min_ratio
             others = [
                 a
                 for a in found[best.passage]
-                if a.has_answer and a.score >= floor and a.sentence_start != best.sentence_start
+                if lead
+                and a.has_answer
+                and a.score >= floor
+                and a.sentence_start != best.sentence_start
             ][: per_passage - 1]
             chat.reading = Reading(
-                best.passage + 1,
-                best,
-                best.score - best.no_answer,
-                tuple((a.passage + 1, a) for a in others),
+                best.passage + 1, best, margin, tuple((a.passage + 1, a) for a in others)
             )
-            # The reader's sentence leads the evidence: raise it above every cosine score.
+            # The answer's sentence leads the evidence.
             for i, s in enumerate(sentences):
                 if s.source == best.passage + 1 and s.start < best.end and best.start < s.end:
                     evidence.scores[i] = max(evidence.scores) + 1.0
-        g = self.settings
         evidence.selected = select(
             evidence,
             max_sentences=g.chat_evidence_max_sentences,
