@@ -1,9 +1,10 @@
 """Evidence selection ("contextual compression"), between the retrieval rails and the prompt.
 
 The retrieved chunks are cut into sentences, each scored against the question with the
-embedder (cosine of the question's query embedding and the sentence's passage embedding),
-and the extractive reader reads the chunks for the answer span. The reader's sentence comes
-first, then the best-scoring others (with the sentence before one that opens with "It",
+embedder (cosine of the question's query embedding and the sentence's passage embedding)
+and the question's words, and the extractive reader reads the chunks for answer spans
+(grounding.answer_choice weighs the three). The answer's sentence comes first, then the
+best-scoring others (with the sentence before one that opens with "It",
 "These"...) up to `chat_evidence_max_sentences` / `chat_evidence_max_chars`: about 100-300
 prompt tokens instead of whole chunks, which a small model gets lost in less and reads
 faster. The chunks stay the chat's sources (citations), numbered as retrieved.
