@@ -164,7 +164,8 @@ class SelectEvidence(Stage):
             chat.reading = Reading(
                 best.passage + 1, best, margin, tuple((a.passage + 1, a) for a in others)
             )
-            # The answer's sentence leads the evidence.
+            # The answer's sentence already has the best merit; a reader span can run over
+            # two of the split's sentences, and both then lead the evidence.
             for i, s in enumerate(sentences):
                 if s.source == best.passage + 1 and s.start < best.end and best.start < s.end:
                     evidence.scores[i] = max(evidence.scores) + 1.0
