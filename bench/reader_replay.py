@@ -11,16 +11,15 @@ against every article, the held-out articles' questions against the collection w
 them), and stores the chunks with the embedder's cosine of each sentence with the question
 (`/v1/embeddings`, the cosines the gateway computes).
 
-`replay` runs each reader over those chunks in process and applies the gateway's rules
-(services/gateway/rag/grounding.py answer_choice, stages/evidence.py and answer.py): the
-best sentence by `--similarity-weight` times its cosine, plus `--overlap-weight` times the
-share of the question's content words it holds, plus `--margin-weight` times the reader's
-margin where its chunk's best span lies in it; a second sentence of the reader's span's chunk
-at `--min-ratio` of its score; and abstention when the closest sentence is under the floor,
-or the chunk's margin under its threshold and the cosine under `--close`. It prints, per
-reader, the figures at the gateway's default thresholds and the settings of a grid that
-abstain most on unanswerable questions while abstaining on at most `--max-answerable` of
-answerable ones.
+`replay` runs each reader over those chunks in process and applies the gateway's own rules
+(shared/extractive.py, which services/gateway/rag/stages/ call): the best sentence by
+`--similarity-weight` times its cosine, plus `--overlap-weight` times the share of the
+question's content words it holds, plus `--margin-weight` times the reader's margin where its
+chunk's best span lies in it; the sentences of that chunk's further spans at `--min-ratio` of
+its score; and abstention when the closest sentence is under the floor, or the chunk's margin
+under its threshold and the cosine under `--close`. It prints, per reader, the figures at the
+gateway's default thresholds and the settings of a grid that abstain most on unanswerable
+questions while abstaining on at most `--max-answerable` of answerable ones.
 On the dev split with reader v3 it matched `bench/answers.py --split dev` within 0.02 on
 every column; the bench, through the real services, is still what figures are quoted from.
 """
@@ -43,14 +42,12 @@ from tqdm import tqdm
 from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
+from shared.extractive import SENTENCE_CHARS, abstains, answer_choice, further_spans, split_passages
 from shared.models.reader import Reader, sentence_spans
-from shared.text import support
 from trainers.reader.squad import best as best_of
 from trainers.reader.squad import contained, token_f1
 
 console = Console(width=160)
-# The gateway's sentence split for evidence (services/gateway/rag/grounding.py).
-SENTENCE_CHARS = 400
 
 
 def dump(args: argparse.Namespace) -> None:
@@ -88,79 +85,48 @@ def dump(args: argparse.Namespace) -> None:
 
 
 def read(reader: Reader, rows: list[dict], per_passage: int) -> list[dict]:
-    """Per question, the reader's spans in each chunk."""
-    out = []
-    for row in tqdm(rows, desc="read", unit="q"):
-        texts = [c["text"] for c in row["chunks"]]
-        found = reader.read_all(row["question"], texts, per_passage)
-        spans = [
-            {
-                "passage": p,
-                "rank": rank,
-                "text": a.text,
-                "start": a.start,
-                "end": a.end,
-                "sentence": a.sentence,
-                "sentence_start": a.sentence_start,
-                "score": a.score,
-                "margin": a.score - a.no_answer,
-                "has_answer": a.has_answer,
-            }
-            for p, answers in enumerate(found)
-            for rank, a in enumerate(answers)
-        ]
-        out.append({"row": row, "spans": spans})
-    return out
+    """Per question, the reader's spans in each chunk (as the gateway reads them)."""
+    return [
+        {"row": row, "found": reader.read_all(row["question"], [c["text"] for c in row["chunks"]],
+                                              per_passage)}
+        for row in tqdm(rows, desc="read", unit="q")
+    ]  # fmt: skip
 
 
 def answer(item: dict, args: argparse.Namespace) -> dict:
-    """What the gateway would answer for one question before abstention (grounding.
-    answer_choice): the best sentence by cosine, the question's words and the reader's margin
-    where its span lies in it; that chunk's reader margin; the extract's scores. Thresholds
-    change none of it, so the grid reuses it."""
+    """What the gateway would answer for one question before abstention, by its own rules
+    (shared/extractive.py): the answer's sentence (answer_choice), the sentences of the
+    reader's further spans that join it (further_spans), and that chunk's reader margin.
+    Thresholds change none of it, so the grid reuses it."""
     row = item["row"]
-    k = args.chunks
-    chunks = row["chunks"][:k]
-    spans = [s for s in item["spans"] if s["passage"] < k]
-    firsts = {s["passage"]: s for s in spans if s["rank"] == 0}
+    chunks = row["chunks"][: args.chunks]
+    found = item["found"][: args.chunks]
+    sentences = split_passages([c["text"] for c in chunks])
     cosines = [c for ch in chunks for _, _, c in ch["sentences"]]
-    similarity = max(cosines, default=-1.0)
-    out = {"answerable": row["answerable"], "margin": None, "similarity": similarity}
-    best = None  # (merit, passage, sentence text, the reader's span there or None)
-    for p, ch in enumerate(chunks):
-        first = firsts.get(p)
-        for start, end, cosine in ch["sentences"]:
-            text = ch["text"][start:end]
-            merit = args.similarity_weight * cosine + args.overlap_weight * support(
-                row["question"], text
-            )
-            holds = first and first["text"] and first["start"] < end and start < first["end"]
-            lead = first if holds else None
-            if lead is not None:
-                merit += args.margin_weight * lead["margin"]
-            if best is None or merit > best[0]:
-                best = (merit, p, text, lead)
-    if best is None:
+    if len(cosines) != len(sentences):
+        raise SystemExit(
+            "the dump's sentences are not the gateway's split of its chunks (the splitter "
+            "changed since it was written): dump it again with `reader_replay.py dump`"
+        )
+    out = {"answerable": row["answerable"], "margin": None,
+           "similarity": max(cosines, default=-1.0)}  # fmt: skip
+    if not sentences:
         return out
-    _, p, text, lead = best
-    out["margin"] = firsts[p]["margin"] if p in firsts else -1.0
+    _, best, margin = answer_choice(
+        row["question"], found, sentences, cosines,
+        similarity_weight=args.similarity_weight, overlap_weight=args.overlap_weight,
+        margin_weight=args.margin_weight,
+    )  # fmt: skip
+    out["margin"] = margin
     if not row["answerable"]:
         return out
-    parts = [lead or {"sentence": text, "sentence_start": 0}]
-    if lead is not None:
-        parts += [
-            s
-            for s in spans
-            if s["passage"] == p
-            and s["has_answer"]
-            and s["score"] >= lead["score"] * args.min_ratio
-            and s["sentence_start"] != lead["sentence_start"]
-        ][: args.max_sentences - 1]
-    text = " ".join(s["sentence"] for s in sorted(parts, key=lambda s: s["sentence_start"]))
+    parts = [best, *further_spans(found, best, min_ratio=args.min_ratio,
+                                  limit=args.max_sentences - 1)]  # fmt: skip
+    text = " ".join(a.sentence for a in sorted(parts, key=lambda a: a.sentence_start))
     return out | {
         "f1": best_of(token_f1, text, row["answers"]),
         "contained": best_of(contained, text, row["answers"]),
-        "gold_cited": chunks[p]["document_id"] == row["document_id"],
+        "gold_cited": chunks[best.passage]["document_id"] == row["document_id"],
     }
 
 
@@ -168,14 +134,15 @@ def replay(answers: list[dict], args: argparse.Namespace, floor: float, margin: 
     f1, has, abst_a, abst_u = [], [], [], []
     cited, cited_gold = 0, 0
     for a in answers:
-        read, similarity = a["margin"], a["similarity"]
-        says = read is not None and read >= margin
-        abstains = read is None or not (similarity >= floor and (says or similarity >= args.close))
+        says_not = abstains(
+            a["similarity"], a["margin"],
+            min_similarity=floor, reader_margin=margin, close_similarity=args.close,
+        )  # fmt: skip
         if not a["answerable"]:
-            abst_u.append(abstains)
+            abst_u.append(says_not)
             continue
-        abst_a.append(abstains)
-        if abstains:
+        abst_a.append(says_not)
+        if says_not:
             f1.append(0.0)
             has.append(0.0)
             continue

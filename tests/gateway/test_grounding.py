@@ -6,16 +6,15 @@ from __future__ import annotations
 from services.gateway.rag.grounding import (
     Evidence,
     align,
-    answer_choice,
     answer_sentences,
     complete_sentences,
     evidence_text,
     select,
-    split_passages,
     support,
     with_citation,
 )
-from shared.models.reader import Answer, sentence_around, sentence_spans
+from shared.extractive import split_passages
+from shared.models.reader import sentence_around, sentence_spans
 from tests.conftest import REPO
 
 HONEYBEE = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()
@@ -118,66 +117,3 @@ def test_the_sample_corpus_has_the_waggle_dance_in_one_sentence() -> None:
     # stack's extractive path can return whole.
     texts = [HONEYBEE[s.start : s.end] for s in sentence_spans(HONEYBEE)]
     assert any("direction of the food" in t and "distance" in t for t in texts)
-
-
-def _span(passages: list[str], passage: int, text: str, score: float, no_answer: float) -> Answer:
-    start = passages[passage].index(text)
-    s, e = sentence_around(passages[passage], start, start + len(text))
-    return Answer(passage, start, start + len(text), text, s, e, passages[passage][s:e], score,
-                  no_answer)  # fmt: skip
-
-
-def test_the_answer_weighs_cosine_the_question_words_and_the_reader() -> None:
-    question = "How far does the Rhine flow?"
-    passages = [
-        "Rivers of Europe carry water from the mountains to the seas across many countries.",
-        RHINE,
-    ]
-    sentences = split_passages(passages)
-    # The embedder finds the topical sentence of passage 1 closer than the one that answers.
-    cosines = [0.7 if s.source == 1 else 0.5 for s in sentences]
-    found = [
-        [_span(passages, 0, "to the seas", 0.60, 0.30)],
-        [_span(passages, 1, "roughly 1,230 kilometres", 0.55, 0.30)],
-    ]
-
-    def choose(similarity: float, overlap: float, margin: float) -> tuple[Answer, float]:
-        _, span, m = answer_choice(
-            question, found, sentences, cosines,
-            similarity_weight=similarity, overlap_weight=overlap, margin_weight=margin,
-        )  # fmt: skip
-        return span, m
-
-    assert choose(1.0, 0.0, 0.25)[0] is found[0][0]
-    # "flows" (for "flow") is a third of the question's content words, in the answer's sentence.
-    span, margin = choose(1.0, 1.0, 0.25)
-    assert span is found[1][0]
-    assert span.sentence == "It flows roughly 1,230 kilometres to the North Sea."
-    assert margin == 0.55 - 0.30
-    # The margin alone: the first span is the more likely.
-    assert choose(0.0, 0.0, 1.0)[0] is found[0][0]
-
-
-def test_a_sentence_without_the_readers_span_can_be_the_answer() -> None:
-    """Every sentence competes: when the reader's span of a chunk lies in a sentence that
-    bears less on the question, the answer is the better sentence itself, with the margin of
-    its chunk's best span (the reader's verdict on whether the chunk answers)."""
-    question = "Where does the Rhine rise?"
-    passages = [RHINE]
-    sentences = split_passages(passages)
-    cosines = [0.6, 0.4]
-    found = [[_span(passages, 0, "roughly 1,230 kilometres", 0.50, 0.20)]]
-    merits, span, margin = answer_choice(
-        question, found, sentences, cosines,
-        similarity_weight=1.0, overlap_weight=1.0, margin_weight=0.25,
-    )  # fmt: skip
-    assert (span.start, span.end) == (sentences[0].start, sentences[0].end)
-    assert span.text == span.sentence == "The Rhine rises in the Swiss Alps."
-    assert margin == 0.50 - 0.20
-    assert merits[0] > merits[1]
-    # No span read in the chunk: the reader's verdict is "no answer".
-    _, span, margin = answer_choice(
-        question, [[]], sentences, cosines,
-        similarity_weight=1.0, overlap_weight=1.0, margin_weight=0.25,
-    )  # fmt: skip
-    assert span.text == "The Rhine rises in the Swiss Alps." and margin == -1.0

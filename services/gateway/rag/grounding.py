@@ -1,5 +1,7 @@
-"""Grounding without a service call: the sentences of retrieved passages, evidence selected from
-them by score, and the alignment of an answer's sentences with the sources that support them.
+"""Grounding without a service call: evidence selected from the sentences of retrieved passages
+by score, and the alignment of an answer's sentences with the sources that support them.
+Which sentence answers, and when to abstain, are shared/extractive.py's (the benchmarks replay
+them).
 
 Everything here is plain text work on offsets, so that what the gateway highlights is exactly
 a slice of the passage it came from. The stages in `rag/stages/evidence.py` and
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shared.extractive import Sentence
 from shared.models.reader import Answer as Span
 from shared.models.reader import sentence_spans
 from shared.text import WORD, content_words, support
@@ -70,18 +73,6 @@ class GroundingOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Sentence:
-    """A sentence of passage `source` (1-based, the [n] of the prompt), `text ==
-    passage.text[start:end]`."""
-
-    source: int
-    start: int
-    end: int
-    text: str
-    position: int  # index among its passage's sentences
-
-
-@dataclass(frozen=True, slots=True)
 class Reading:
     """The reader's verdict over the chat's sources: its best span (source numbered from 1,
     offsets into that source's text), and how sure it is that they hold an answer at all."""
@@ -130,69 +121,6 @@ class Evidence:
             return None
         i = max(range(len(self.scores)), key=self.scores.__getitem__)
         return self.sentences[i], self.scores[i]
-
-
-def answer_choice(
-    question: str,
-    found: Sequence[Sequence[Span]],
-    sentences: Sequence[Sentence],
-    cosines: Sequence[float],
-    *,
-    similarity_weight: float,
-    overlap_weight: float,
-    margin_weight: float,
-) -> tuple[list[float], Span, float]:
-    """How much each sentence bears on the question, the answer, and the reader's margin
-    for it. `found` holds the reader's spans of each passage, best first; `sentences` are
-    numbered from 1, as split_passages numbers them.
-
-    A sentence's merit is `similarity_weight` times its cosine with the question, plus
-    `overlap_weight` times the share of the question's content words it holds, plus
-    `margin_weight` times the reader's margin (answer minus no-answer probability) where its
-    passage's best span lies in it. The answer is the best sentence: the reader's span when
-    it lies there, else the sentence itself. The margin is that of the passage's best span
-    (-1 when the reader read none): whether the reader thinks the chunk answers at all.
-
-    Every sentence competes, not only those of the reader's spans: on COVID-QA its spans
-    rank chunks badly, and the best sentence by cosine and words alone scored token F1 0.271
-    on test and 0.198 on dev against 0.259 and 0.170 for the reader's (docs/benchmarks.md).
-    The margin alone picked "the same waggle dance" of the swarming paragraph for "how do
-    honeybees tell each other where food is?"; the cosine alone ranks a sentence on the same
-    topic as high as the one that names what was asked."""
-    firsts = {p: answers[0] for p, answers in enumerate(found) if answers}
-
-    def reader_span(s: Sentence) -> Span | None:
-        a = firsts.get(s.source - 1)
-        return a if a is not None and a.text and a.start < s.end and s.start < a.end else None
-
-    merits = []
-    for s, cosine in zip(sentences, cosines, strict=True):
-        merit = similarity_weight * cosine
-        if overlap_weight:
-            merit += overlap_weight * support(question, s.text)
-        a = reader_span(s) if margin_weight else None
-        if a is not None:
-            merit += margin_weight * (a.score - a.no_answer)
-        merits.append(merit)
-    chosen = sentences[max(range(len(sentences)), key=merits.__getitem__)]
-    first = firsts.get(chosen.source - 1)
-    margin = -1.0 if first is None else first.score - first.no_answer
-    span = reader_span(chosen)
-    if span is None:
-        span = Span(
-            chosen.source - 1, chosen.start, chosen.end, chosen.text, chosen.start, chosen.end,
-            chosen.text, first.score if first else 0.0, first.no_answer if first else 1.0,
-        )  # fmt: skip
-    return merits, span, margin
-
-
-def split_passages(texts: Sequence[str], max_chars: int = 400) -> list[Sentence]:
-    """Every sentence of every passage, passages numbered from 1."""
-    out = []
-    for n, text in enumerate(texts, start=1):
-        for pos, span in enumerate(sentence_spans(text, max_chars)):
-            out.append(Sentence(n, span.start, span.end, text[span.start : span.end], pos))
-    return out
 
 
 def select(

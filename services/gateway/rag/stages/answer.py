@@ -30,6 +30,7 @@ from services.gateway.rag.protocol import Answer, ChatState
 from services.gateway.rag.stages import Stage
 from services.gateway.rag.stages.generate import Generate
 from services.gateway.settings import GatewaySettings
+from shared.extractive import abstains
 from shared.models.reader import sentence_spans
 
 
@@ -46,13 +47,14 @@ class DecideAbstention(Stage):
         if not chat.evidence.sentences:
             chat.abstain = True
             return
-        similarity = max(chat.evidence.cosine, default=-1.0)
-        reader_says = chat.reading is not None and (
-            chat.reading.margin >= self.settings.chat_abstain_reader_margin
+        g = self.settings
+        chat.abstain = abstains(
+            max(chat.evidence.cosine, default=-1.0),
+            None if chat.reading is None else chat.reading.margin,
+            min_similarity=g.chat_abstain_min_similarity,
+            reader_margin=g.chat_abstain_reader_margin,
+            close_similarity=g.chat_abstain_similarity,
         )
-        close = similarity >= self.settings.chat_abstain_similarity
-        related = similarity >= self.settings.chat_abstain_min_similarity
-        chat.abstain = not (related and (reader_says or close))
 
 
 def _report(chat: ChatState) -> AnswerReport:

@@ -3,8 +3,8 @@
 The retrieved chunks are cut into sentences, each scored against the question with the
 embedder (cosine of the question's query embedding and the sentence's passage embedding)
 and the question's words, and the extractive reader reads the chunks for answer spans
-(grounding.answer_choice weighs the three). The answer's sentence comes first, then the
-best-scoring others (with the sentence before one that opens with "It",
+(answer_choice in shared/extractive.py weighs the three). The answer's sentence comes first,
+then the best-scoring others (with the sentence before one that opens with "It",
 "These"...) up to `chat_evidence_max_sentences` / `chat_evidence_max_chars`: about 100-300
 prompt tokens instead of whole chunks, which a small model gets lost in less and reads
 faster. The chunks stay the chat's sources (citations), numbered as retrieved.
@@ -24,20 +24,14 @@ import numpy as np
 
 from services.gateway.clients import Services
 from services.gateway.rag.conversation import Turn
-from services.gateway.rag.grounding import (
-    Evidence,
-    Reading,
-    answer_choice,
-    evidence_text,
-    select,
-    split_passages,
-)
+from services.gateway.rag.grounding import Evidence, Reading, evidence_text, select
 from services.gateway.rag.protocol import ChatState, Prompt
 from services.gateway.rag.stages import Stage
 from services.gateway.rag.stages.answer import Answerers
 from services.gateway.rag.stages.prompt import BuildPrompt, build_prompt
 from services.gateway.settings import GatewaySettings
 from shared.clients import TokenCounts
+from shared.extractive import answer_choice, further_spans, split_passages
 from shared.models import registry
 from shared.models.reader import ROLE, Reader
 
@@ -148,19 +142,9 @@ class SelectEvidence(Stage):
         )
         evidence = Evidence(sentences, merits, cosine=scores)
         if found is not None:
-            # Further answer sentences come from the reader's own span only, in its chunk:
-            # the answer goes on there (the dance, then what its angle and length say), and
-            # another chunk's likely span is more often an answer to something else.
-            lead = bool(found[best.passage]) and found[best.passage][0] is best
-            floor = best.score * g.chat_extractive_min_ratio
-            others = [
-                a
-                for a in found[best.passage]
-                if lead
-                and a.has_answer
-                and a.score >= floor
-                and a.sentence_start != best.sentence_start
-            ][: per_passage - 1]
+            others = further_spans(
+                found, best, min_ratio=g.chat_extractive_min_ratio, limit=per_passage - 1
+            )
             chat.reading = Reading(
                 best.passage + 1, best, margin, tuple((a.passage + 1, a) for a in others)
             )
