@@ -35,6 +35,9 @@ _ABBREVIATIONS = frozenset(
 _OPENERS = "\"'([\u201c\u2018"  # quotes and brackets that may open a sentence
 # A candidate boundary: sentence-final punctuation, optional closing quote or bracket, space.
 _BOUNDARY = re.compile(r"""[.!?]["')\]]*\s+""")
+# The word before sentence-final punctuation, at the end of the text searched.
+_LAST_WORD = re.compile(r"(\S+)[.!?][\"')\]]*\s*$")
+_LAST_WORD_CHARS = 80
 # Line structure (headings, list items, table rows) also ends a sentence.
 _LINES = re.compile(r"\n\s*\n|\n(?=\s*(?:[#>*\-+|]|\d+[.)]\s))")
 
@@ -52,7 +55,10 @@ def _ends_sentence(text: str, stop: int, nxt: int) -> bool:
     following = text[nxt]
     if not (following.isupper() or following.isdigit() or following in _OPENERS):
         return False
-    word = re.search(r"(\S+)[.!?][\"')\]]*\s*$", text[:stop])
+    # Only the text just before the stop: a search over all of text[:stop] made splitting a
+    # long article quadratic (minutes for a 100k-character paper). A word longer than the
+    # window is no abbreviation or initial either way.
+    word = _LAST_WORD.search(text, max(0, stop - _LAST_WORD_CHARS), stop)
     if word is None:
         return True
     token = word.group(1).lower().strip("(\"'[")
