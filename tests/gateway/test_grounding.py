@@ -44,6 +44,15 @@ def test_sentences_are_exact_slices() -> None:
         "- first item",
         "- second item",
     ]
+    # Deep into a long article the same rules hold: the splitter looks only a little way
+    # back for the word before a stop, not over all the text before it.
+    filler = "Cells were counted twice. " * 4000
+    deep = [filler + text[s.start : s.end] for s in spans[:2]]
+    assert [d[s.start : s.end] for d in deep for s in sentence_spans(d)[-1:]] == got[:2]
+    lengthy = "Cells " + "x" * 150 + ". The word before the stop is long."
+    assert [lengthy[s.start : s.end] for s in sentence_spans(lengthy)][1] == (
+        "The word before the stop is long."
+    )
     # A run-on "sentence" is cut near max_chars, at a space.
     long = " ".join(["word"] * 200)
     assert all(s.end - s.start <= 100 for s in sentence_spans(long, max_chars=100))
