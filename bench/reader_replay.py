@@ -42,8 +42,8 @@ from tqdm import tqdm
 from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
-from shared.extractive import SENTENCE_CHARS, abstains, answer_choice, further_spans, split_passages
-from shared.models.reader import Reader, sentence_spans
+from shared.extractive import abstains, answer_choice, further_spans, split_passages
+from shared.models.reader import Reader
 from trainers.reader.squad import best as best_of
 from trainers.reader.squad import contained, token_f1
 
@@ -64,19 +64,21 @@ def dump(args: argparse.Namespace) -> None:
         asked = [(q, FULL, True) for q in answerable] + [(q, HOLDOUT, False) for q in unanswerable]
         for q, collection, is_answerable in tqdm(asked, desc="search", unit="q"):
             hits = client.search(q["question"], collection, top_k=args.top_k)["hits"]
-            texts = [h["text"] for h in hits]
-            spans = [sentence_spans(t, SENTENCE_CHARS) for t in texts]
-            flat = [t[s.start : s.end] for t, ss in zip(texts, spans, strict=True) for s in ss]
+            sentences = split_passages([h["text"] for h in hits])
+            flat = [s.text for s in sentences]
             cos = (embed(client, flat, "passage") @ embed(client, [q["question"]], "query")[0]
                    if flat else np.zeros(0))  # fmt: skip
-            it = iter(cos.tolist())
             chunks = [
                 {
                     "document_id": h["document_id"],
                     "text": h["text"],
-                    "sentences": [[s.start, s.end, next(it)] for s in ss],
+                    "sentences": [
+                        [s.start, s.end, c]
+                        for s, c in zip(sentences, cos.tolist(), strict=True)
+                        if s.source == n
+                    ],
                 }
-                for h, ss in zip(hits, spans, strict=True)
+                for n, h in enumerate(hits, start=1)
             ]
             row = {**q, "answerable": is_answerable, "chunks": chunks}
             out.write(json.dumps(row) + "\n")

@@ -47,12 +47,17 @@ def item(question: str, answers: list[str], cosines: list[float], answerable: bo
     return {"row": row, "found": found}
 
 
-def test_the_replayed_answer_is_the_gateways_extract_with_its_further_sentence() -> None:
-    a = answer(
+def bees_answer() -> dict:
+    """An answerable question whose closest sentence holds the reader's best span."""
+    return answer(
         item("How do bees tell the direction of food?", ["the direction of the food"],
              [0.5, 0.7, 0.4, 0.2, 0.1], True),
         ARGS,
     )  # fmt: skip
+
+
+def test_the_replayed_answer_is_the_gateways_extract_with_its_further_sentence() -> None:
+    a = bees_answer()
     # The reader's span's sentence and its chunk's next span's sentence, in text order.
     assert a["margin"] == pytest.approx(0.5)
     assert a["gold_cited"] is True and a["contained"] == 1.0
@@ -61,11 +66,7 @@ def test_the_replayed_answer_is_the_gateways_extract_with_its_further_sentence()
 
 
 def test_the_replay_abstains_as_the_gateway_does_and_counts_each_kind() -> None:
-    answerable = answer(
-        item("How do bees tell the direction of food?", ["the direction of the food"],
-             [0.5, 0.7, 0.4, 0.2, 0.1], True),
-        ARGS,
-    )  # fmt: skip
+    answerable = bees_answer()
     # Closest to the Rhine's chunk, where the reader finds no answer: abstains at margin 0.
     unanswerable = answer(
         item("Where does the Danube rise?", ["the Black Forest"], [0.1, 0.1, 0.1, 0.5, 0.3],

@@ -27,7 +27,6 @@ reads) and manifest.json.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import random
 import re
@@ -62,10 +61,7 @@ def cite(answer: str, n: int) -> str:
     return f"{answer} [{n}]."
 
 
-@functools.lru_cache(maxsize=256)
 def sentences_of(text: str) -> list[str]:
-    # Cached: COVID-QA articles run to 100k characters and each is split for every one of its
-    # questions, and again as another question's distractor.
     return [
         text[s.start : s.end]
         for s in sentence_spans(text)
