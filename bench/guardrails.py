@@ -354,9 +354,15 @@ PROMPT_SETS = ("prompt_injections", "injections_extra", "benign_instructions", "
 
 
 def newest_guard() -> Path | None:
+    """The newest guard model trained under the repository's models/, else the published one
+    (what the service loads)."""
+    from shared.models import registry
     from shared.models.guard import newest_guard_model
 
-    return newest_guard_model(str(REPO / "models" / "guardrails"))
+    published = registry.published_root()
+    return newest_guard_model(str(REPO / "models" / "guardrails")) or (
+        newest_guard_model(str(published / "guardrails")) if published else None
+    )
 
 
 def baseline_model(arg: Path | None, data: Path) -> Path:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -101,18 +102,17 @@ def up(
         bool,
         typer.Option(
             "--rails/--no-rails",
-            help="Start the guardrails service (the default; on a first start it trains the "
-            "guard model in the background) or run the gateway without rails.",
+            help="Start the guardrails service (the default) or run the gateway without rails.",
         ),
     ] = True,
     train: Annotated[
         bool,
         typer.Option(
             "--train/--no-train",
-            help="On a first start, train the guard model and the extractive reader in the "
-            "background (the default; about 16 minutes on 2 cores), or serve without them.",
+            help="Train the guard model or the extractive reader in the background where none "
+            "is found (the published ones ship in models/: nothing to train on a fresh clone).",
         ),
-    ] = True,
+    ] = False,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
     from ragrail.launcher import Supervisor, start_metrics
@@ -129,9 +129,13 @@ def up(
             f"starting {', '.join(c.spec.name for c in supervisor.children)} "
             f"(logs in {data_dir / 'logs'}) ..."
         )
+        started = time.monotonic()
         starting = asyncio.create_task(supervisor.up())
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        with console.status("") as line:
+            while not starting.done() and not stop.is_set():
+                line.update(_starting_line(supervisor, time.monotonic() - started))
+                await asyncio.wait({starting, stopped}, timeout=0.5)
         if stop.is_set():
             starting.cancel()
             return
@@ -139,11 +143,13 @@ def up(
         gateway = supervisor.child("gateway")
         for child in supervisor.children:
             console.print(f"  [green]ready[/green] {child.spec.name:10} {child.url}")
+        _stage("start", f"{len(supervisor.children)} services ready", started)
+        await _say_models(supervisor)
         console.print(f"API docs: {gateway.url}/docs   health: {gateway.url}/v1/health")
         if metrics_port > 0:
             console.print(f"launcher metrics (restarts): http://127.0.0.1:{metrics_port}/metrics")
-        # Restarts, and the reload after the guard model's training, run from here on (also
-        # while the sample question waits for that training).
+        # Restarts, and the reload after a training, run from here on (also while the sample
+        # question waits for a training asked for with --train).
         watching = asyncio.create_task(supervisor.watch(stop))
         if (
             sample
@@ -163,6 +169,34 @@ def up(
         console.print("stopping services ...")
         supervisor.down()
         console.print("stopped.")
+
+
+def _stage(name: str, what: str, since: float) -> None:
+    """One line per stage of `ragrail up --sample` (start, ingest, answer) with its time;
+    `make up` prints the install's the same way."""
+    console.print(f"[bold cyan]{name:>7}[/bold cyan]  {what} in {time.monotonic() - since:.1f} s")
+
+
+def _starting_line(supervisor: Supervisor, elapsed: float) -> str:
+    """What the start waits on, refreshed while services load their models."""
+    waiting = [c.spec.name for c in supervisor.children if not c.ready]
+    return f"starting, {elapsed:.0f} s: waiting for {', '.join(waiting) or 'the gateway'}"
+
+
+async def _say_models(supervisor: Supervisor) -> None:
+    """Which guard model the rails run and which reader answers (or why none)."""
+    from ragrail.launcher import guard_model_state, reader_in_use
+
+    child = supervisor.rails_child()
+    if child is not None:
+        state = await guard_model_state(child.url)
+        if state and state not in ("pending", "none"):
+            console.print(f"guardrails: every rail on, guard model {state}")
+        else:
+            console.print(f"guardrails: the rails on the guard model are {state or 'unknown'}")
+    reader = reader_in_use()
+    if reader:
+        console.print(f"answers: extractive reader {reader}")
 
 
 def _last_line(path: Path, width: int = 70) -> str:
@@ -228,13 +262,16 @@ async def _wait_for_reader(supervisor: Supervisor, stop: asyncio.Event) -> bool:
 
 def _demo(gateway_url: str) -> None:
     client = GatewayClient(gateway_url)
+    started = time.monotonic()
     docs, chunks = _ingest(client, [SAMPLE_CORPUS], "sample")
-    console.print(f"ingested {docs} sample documents ({chunks} chunks) into collection 'sample'")
+    _stage("ingest", f"{docs} sample documents ({chunks} chunks) into collection 'sample'", started)
     console.print(f"search: [bold]{SAMPLE_QUESTION}[/bold]")
     _print_hits(client.search(SAMPLE_QUESTION, "sample", top_k=3))
     console.print(f"ask: [bold]{SAMPLE_QUESTION}[/bold]")
+    started = time.monotonic()
     try:
         _stream_answer(client, SAMPLE_QUESTION, {"collection": "sample", "max_tokens": 96})
+        _stage("answer", "the sample question answered", started)
     except GatewayError as exc:  # the suite still serves; say why the demo answer failed
         console.print(f"[red]the demo question failed:[/red] {exc.message}")
     console.print('try: ragrail ask "your question"   or   ragrail search "..." -c sample')
@@ -455,7 +492,10 @@ def status(gateway: GatewayOpt = DEFAULT_URL, api_key: ApiKeyOpt = "") -> None:
 TRAINERS = {
     "embedder": "trainers.embedder.train",
     "reranker": "trainers.reranker.train",
-    "guardrails": "trainers.guardrails.train",
+    # The guard model every rail runs on (the v3 single-head classifier: python -m
+    # trainers.guardrails --data DIR).
+    "guardrails": "trainers.guardrails.guard",
+    "reader": "trainers.reader.train",
     "generator-base": "trainers.generator.base",
     "generator-data": "trainers.generator.data",
     "generator-sft": "trainers.generator.sft",

@@ -5,17 +5,14 @@ Each service is a child process (`python -m services.<name>`) with its log in
 the others keep serving; Ctrl-C or SIGTERM stops them all, gateway first, each given time to
 drain before it is killed.
 
-The guardrails service always starts (unless `ragrail up --no-rails`). On a first start, with
-no guard model trained and none configured, its rails on that model are pending (they allow,
-saying why) and the launcher trains the model in the background
-(`python -m trainers.guardrails --all`, log in `<data_dir>/logs/train-guardrails.log`); when
-the trainer succeeds it sends the guardrails service SIGHUP, which loads the model and runs
-every rail, without restarting the suite.
-
-The gateway's extractive reader is trained the same way after it, when none is trained or
-configured (`python -m trainers.reader` on the data shipped in trainers/reader/training_data/,
-log in `<data_dir>/logs/train-reader.log`). Until then answers come from the sentence closest
-to the question; the gateway picks the reader up by itself once its manifest is written.
+The guard model and the extractive reader are published with the project (`models/`,
+trainers/publish.py): a fresh clone serves every rail and the reader from the first start,
+and nothing is trained unless asked. Asked (`ragrail up --train`), and only where no model of
+the role is found (a RAGRAIL_MODELS_DIR without the published ones, say), the launcher trains
+the guard model in the background (`python -m trainers.guardrails --all`, log in
+`<data_dir>/logs/train-guardrails.log`) while its rails are pending, then sends the guardrails
+service SIGHUP, which loads the model and runs every rail; then the reader the same way
+(`python -m trainers.reader`, `train-reader.log`), which the gateway takes up by itself.
 """
 
 from __future__ import annotations
@@ -108,16 +105,16 @@ def reranker_not_startable() -> str:
     return ""  # better than BM25, or no evaluation to go by
 
 
-# The guard model's training on a first start: `python -m trainers.guardrails` with these
-# arguments (RAGRAIL_GUARD_TRAIN_ARGS replaces them, e.g. tests' tiny model), then `--out`
-# where the service looks and `--overwrite` (a directory there without a manifest is an
-# interrupted training).
+# The guard model's training by `ragrail up --train` where none is found: `python -m
+# trainers.guardrails` with these arguments (RAGRAIL_GUARD_TRAIN_ARGS replaces them, e.g.
+# tests' tiny model), then `--out` where the service looks and `--overwrite` (a directory
+# there without a manifest is an interrupted training).
 TRAIN_ARGS_ENV = "RAGRAIL_GUARD_TRAIN_ARGS"
 DEFAULT_TRAIN_ARGS = ("--all", "--seed", "0")
 TRAIN_LOG = "train-guardrails.log"
-# The default training on 2 quiet CPU cores: 343 s (docs/benchmarks.md, the guard model); a
-# busy machine slows it several times.
-TRAIN_MINUTES = "about 6"
+# The default training on 2 quiet CPU cores (docs/benchmarks.md, "Training time"); a busy
+# machine slows it several times.
+TRAIN_MINUTES = "about 5"
 
 
 def guard_model_problem() -> str:
@@ -150,17 +147,16 @@ def guard_model_out() -> Path:
     return Path.cwd() / registry.models_root() / GUARD_ROLE / "guard-minilm" / "v1"
 
 
-# The reader's training on a first start, after the guard model's: `python -m trainers.reader`
-# on its shipped data with these arguments (RAGRAIL_READER_TRAIN_ARGS replaces them), then
-# `--out` and `--overwrite` as above.
+# The reader's training by `ragrail up --train`, after the guard model's: `python -m
+# trainers.reader` on its shipped data with these arguments (RAGRAIL_READER_TRAIN_ARGS
+# replaces them), then `--out` and `--overwrite` as above.
 READER_TRAIN_ARGS_ENV = "RAGRAIL_READER_TRAIN_ARGS"
 DEFAULT_READER_TRAIN_ARGS = (
     "--epochs", "2", "--max-length", "192", "--eval-max", "100", "--skip-torch-eval",
 )  # fmt: skip
 READER_TRAIN_LOG = "train-reader.log"
-# Two epochs of 188 steps at 0.66 steps/s on 2 quiet cores (minilm-covidqa/v2: 621 s with a
-# full evaluation), then export and a shorter evaluation.
-READER_TRAIN_MINUTES = "about 10"
+# On 2 quiet cores (docs/benchmarks.md, "Training time").
+READER_TRAIN_MINUTES = "about 5"
 
 
 def needs_reader_training() -> bool:
@@ -168,6 +164,16 @@ def needs_reader_training() -> bool:
     if ReaderChoice().chat_reader_model:
         return False
     return not registry.entries(READER_ROLE)
+
+
+def reader_in_use() -> str:
+    """The reader the gateway answers with: the one configured, else the newest under
+    models/reader/ ("" when none; "none" when turned off)."""
+    configured = ReaderChoice().chat_reader_model
+    if configured:
+        return configured
+    found = registry.entries(READER_ROLE)
+    return str(found[-1].path) if found else ""
 
 
 def reader_out() -> Path:
@@ -264,6 +270,7 @@ class Child:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    ready: bool = False  # served once since its last start
 
     @property
     def url(self) -> str:
@@ -302,11 +309,11 @@ async def is_ready(child: Child) -> bool:
 
 class Supervisor:
     def __init__(
-        self, data_dir: Path, say: Callable[[str], None], rails: bool = True, train: bool = True
+        self, data_dir: Path, say: Callable[[str], None], rails: bool = True, train: bool = False
     ) -> None:
         """`rails` False: the guardrails service is left out and the gateway runs without.
-        `train` False: no model is trained on a first start (the guard model's rails stay
-        pending, answers come without the reader)."""
+        `train` True: a guard model or reader that is found nowhere (neither published nor
+        trained nor configured) is trained in the background."""
         self.data_dir = data_dir
         self.say = say
         self.rails = rails
@@ -355,6 +362,7 @@ class Supervisor:
         return next((c for c in self.children if c.spec.name == "guardrails"), None)
 
     def start(self, child: Child) -> None:
+        child.ready = False
         log = child.log_path.open("ab")
         child.process = subprocess.Popen(
             [sys.executable, "-m", child.spec.module],
@@ -376,6 +384,7 @@ class Supervisor:
                     f"starting; see {child.log_path}"
                 )
             if await is_ready(child):
+                child.ready = True
                 return
             await asyncio.sleep(0.3)
         raise RuntimeError(
@@ -397,11 +406,19 @@ class Supervisor:
         self.start_reader_training()
 
     def start_training(self) -> None:
-        """Trains the guard model in the background when the guardrails service runs without
-        one (first start); never a second training while one runs."""
+        """Trains the guard model in the background when asked to and the guardrails service
+        runs without one; never a second training while one runs."""
         if self.rails_child() is None or (self.training and self.training.running):
             return
-        if not self.train or not needs_guard_training():
+        if not needs_guard_training():
+            return
+        if not self.train:
+            self.say(
+                "no guard model found under "
+                f"{registry.models_root() / GUARD_ROLE} (the published one ships in the "
+                "repository's models/): the rails on it let everything through until one is "
+                "there; `ragrail train guardrails --all`, or `ragrail up --train`"
+            )
             return
         self.training = self._train(GUARD_TRAINING, guard_model_out())
         self.say(
@@ -432,9 +449,16 @@ class Supervisor:
         if self.reader_checked or (self.training and self.training.running):
             return
         self.reader_checked = True
-        if not self.train or not any(c.spec.name == "gateway" for c in self.children):
+        if not any(c.spec.name == "gateway" for c in self.children):
             return
         if not needs_reader_training():
+            return
+        if not self.train:
+            self.say(
+                f"no extractive reader found under {registry.models_root() / READER_ROLE}: "
+                "answers are the sentence of the sources closest to the question; "
+                "`ragrail train reader`, or `ragrail up --train`"
+            )
             return
         self.reader_training = self._train(READER_TRAINING, reader_out())
         self.say(

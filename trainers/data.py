@@ -313,9 +313,19 @@ def add_output_arguments(parser: Any, out: str, name: str, version: str = "UTC t
     parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
 
 
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that ran a trainer, as a manifest records it (`python -m module ...`), so
+    a published model names how to make it again."""
+    import shlex
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    return shlex.join(["python", "-m", module, *args])
+
+
 def run_params(args: Any, *leave_out: str) -> dict[str, Any]:
     """The arguments a manifest records: all but where things were read and written."""
-    skip = {"out", "data", "overwrite", *leave_out}
+    skip = {"out", "data", "overwrite", "command", *leave_out}
     return {
         k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip
     }

@@ -28,7 +28,8 @@ else
     apt-get install -y -qq --no-install-recommends build-essential cmake >/dev/null
     compiler=installed
     # Not -march=native: the image may run on another CPU than the one that built it.
-    export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+    # No multimodal (mtmd) library: nothing here loads it (deploy/llama-cpp-wheel.sh).
+    export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
   fi
 fi
 pip install --no-cache-dir "$@" -c "$ctx/constraints.txt" -r "$requirements"

@@ -2,8 +2,8 @@
 # Fills deploy/docker/wheels/ with a wheel of every package the images install, built or
 # fetched by this machine's pip (the venv's, under constraints.txt, as `make install` does).
 # The images then install from it with --no-index: no PyPI and no compiler inside a build,
-# CPU torch from wherever this pip finds it, and llama-cpp-python from pip's wheel cache
-# instead of a second 4-10 minute compile.
+# CPU torch from wherever this pip finds it, and llama-cpp-python from the wheel `make
+# install` built (deploy/llama-cpp-wheel.sh) instead of a second compile.
 #
 #   deploy/docker/wheelhouse.sh [PYTHON]        (default .venv/bin/python)
 #
@@ -28,6 +28,10 @@ fi
 requirements="$(mktemp)"
 trap 'rm -f "$requirements"' EXIT
 { "$python" deploy/docker/requirements.py core; "$python" deploy/docker/requirements.py all; } >"$requirements"
+# llama-cpp-python from the wheel `make install` built (deploy/llama-cpp-wheel.sh), not a
+# second compile.
+PIP_FIND_LINKS="$(deploy/llama-cpp-wheel.sh --dir "$python")"
+export PIP_FIND_LINKS
 pip=("$python" -m pip --disable-pip-version-check)
 # torch first and alone, so it is the CPU wheel whatever the resolver would prefer.
 "${pip[@]}" wheel -q -w "$out" -c constraints.txt --no-deps torch==2.13.0

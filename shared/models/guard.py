@@ -257,18 +257,28 @@ class ScoreCache:
 def newest_guard_model(models_dir: str = "") -> Path | None:
     """The newest complete guard model under `models_dir` (default models/guardrails/, from
     the working directory): a `<name>/<version>/` holding guard.json and manifest.json (the
-    trainer writes the manifest last), newest by the manifest's created_at."""
+    trainer writes the manifest last), newest by the manifest's created_at. With no
+    `models_dir` given and none trained, the published guard model (registry.published_root)."""
     from shared.models import registry
 
+    def newest_in(base: Path) -> Path | None:
+        found = [
+            p.parent
+            for p in base.glob(f"*/*/{GUARD_FILE}")
+            if (p.parent / "manifest.json").is_file()
+        ]
+
+        def created(path: Path) -> tuple[str, str]:
+            return (str(registry.read_manifest(path).get("created_at", "")), str(path))
+
+        return max(found, key=created, default=None)
+
     base = Path.cwd() / Path(models_dir or registry.models_root() / GUARD_ROLE).expanduser()
-    found = [
-        p.parent for p in base.glob(f"*/*/{GUARD_FILE}") if (p.parent / "manifest.json").is_file()
-    ]
-
-    def created(path: Path) -> tuple[str, str]:
-        return (str(registry.read_manifest(path).get("created_at", "")), str(path))
-
-    return max(found, key=created, default=None)
+    found = newest_in(base)
+    published = registry.published_root()
+    if found is None and not models_dir and published is not None:
+        found = newest_in(published / GUARD_ROLE)
+    return found
 
 
 def find_guard_model(setting: str, models_dir: str = "") -> Path | None:

@@ -19,6 +19,13 @@ Services that take "the newest trained model" of a role (the reranker, the guard
 classifier) find it with `newest(role, requires=FILE)`: the newest version holding the file
 that service loads, including directories older trainers left without a manifest.
 
+Published models: the project ships its default guard model and reader ready to load, in
+`published/<role>/<name>/<version>/` of the repository (and of every image that serves them;
+trainers/publish.py writes them, `published/manifest.json` records their checksums and the
+command that trained them). A role with no model under the registry root is looked up there:
+a model the user trained (or configured) always comes first. `RAGRAIL_PUBLISHED_DIR` names
+another directory, or `none` to turn the fallback off.
+
 Only the standard library (and shared.errors) is used: every service image ships `shared/`.
 """
 
@@ -34,6 +41,9 @@ from typing import Any
 from shared.errors import FailedPrecondition
 
 MODELS_DIR_ENV = "RAGRAIL_MODELS_DIR"
+PUBLISHED_DIR_ENV = "RAGRAIL_PUBLISHED_DIR"
+# The repository's (or the image's /app/) published/, beside shared/.
+PUBLISHED_DIR = Path(__file__).resolve().parents[2] / "published"
 LATEST = "latest"
 
 
@@ -78,6 +88,15 @@ def models_root(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(root or os.environ.get(MODELS_DIR_ENV) or "models").expanduser()
 
 
+def published_root() -> Path | None:
+    """Where published models are looked up when the registry root has none of a role:
+    $RAGRAIL_PUBLISHED_DIR (`none`: nowhere), else the repository's published/."""
+    setting = os.environ.get(PUBLISHED_DIR_ENV, "")
+    if setting.strip().lower() == "none":
+        return None
+    return Path(setting).expanduser() if setting else PUBLISHED_DIR
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     try:
         data = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
@@ -87,14 +106,22 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
 
 def entries(role: str, name: str = "", root: str | os.PathLike[str] | None = None) -> list[Entry]:
-    """Every version of `role` (and of `name`, when given) with a manifest, oldest first."""
-    base = models_root(root) / role
-    pattern = f"{name}/*/manifest.json" if name else "*/*/manifest.json"
-    found = [
-        Entry(role, p.parent.parent.name, p.parent.name, p.parent, read_manifest(p.parent))
-        for p in base.glob(pattern)
-    ]
-    return sorted(found, key=lambda e: (e.created_at, e.name, e.version))
+    """Every version of `role` (and of `name`, when given) with a manifest, oldest first; with
+    no `root` given and none under the registry root, the published ones."""
+
+    def under(base: Path) -> list[Entry]:
+        pattern = f"{name}/*/manifest.json" if name else "*/*/manifest.json"
+        found = [
+            Entry(role, p.parent.parent.name, p.parent.name, p.parent, read_manifest(p.parent))
+            for p in (base / role).glob(pattern)
+        ]
+        return sorted(found, key=lambda e: (e.created_at, e.name, e.version))
+
+    found = under(models_root(root))
+    published = published_root() if root is None else None
+    if not found and published is not None:
+        found = under(published)
+    return found
 
 
 def resolve(

@@ -370,6 +370,18 @@ def test_every_container_is_healthy(stack: Stack) -> None:
     assert {"embedder", "retriever", "generator", "guardrails"} <= set(health["services"])
 
 
+def test_guardrails_serve_the_published_guard_model(stack: Stack) -> None:
+    """Every rail is on from the first start: the image holds the published guard model (no
+    compose user trains one), and Info names it instead of "pending"."""
+    probe = (
+        "import grpc; from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2_grpc; "
+        "stub = guardrails_pb2_grpc.GuardrailsStub(grpc.insecure_channel('127.0.0.1:50054')); "
+        "print(stub.Info(common_pb2.InfoRequest(), timeout=10).service.details['guard_model'])"
+    )
+    state = stack.compose("exec", "-T", "guardrails", "python", "-c", probe).strip()
+    assert state.startswith("/app/published/guardrails/"), state
+
+
 def test_gateway_requires_the_api_key(stack: Stack) -> None:
     body = {"query": QUESTION, "collection": COLLECTION}
     with stack.client(key=None) as http:
@@ -397,6 +409,8 @@ def test_sample_is_ingested_searched_and_answered(stack: Stack) -> None:
     answer = reply.json()
     assert answer["choices"][0]["message"]["content"].strip(), answer
     assert "guardrails" in json.dumps(answer), "chat ran without the guardrails service"
+    # The published reader (in the gateway's image) chose the answer.
+    assert answer["answer"]["reader_margin"] is not None, answer["answer"]
 
 
 def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(

@@ -43,6 +43,7 @@ def test_a_reader_trained_while_the_gateway_runs_answers_from_then_on(
     assert reply.status_code == 200, reply.text
     models = tmp_path / "models"
     monkeypatch.setenv("RAGRAIL_MODELS_DIR", str(models))
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # no published reader to fall back on
     with gateway_process(tmp_path / "gateway.log", chat_abstain_similarity="0.2") as url:
         before = ask(url)
         assert before["answer"]["reader_margin"] is None

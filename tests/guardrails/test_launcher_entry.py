@@ -26,6 +26,7 @@ from ragrail.launcher import (
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no models/ here
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # nor a published one
     for key in (
         "RAGRAIL_MODELS_DIR",
         "RAGRAIL_GUARDRAILS_GUARD_MODEL",

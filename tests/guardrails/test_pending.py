@@ -49,7 +49,8 @@ def test_pending_rails_until_sighup_loads_the_guard_model(
     models = tmp_path / "models"
     models.mkdir()
     env = {
-        "RAGRAIL_MODELS_DIR": str(models),  # nothing trained, nothing configured
+        "RAGRAIL_MODELS_DIR": str(models),  # nothing trained, nothing configured,
+        "RAGRAIL_PUBLISHED_DIR": "none",  # and no published model to fall back on
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config_copy(tmp_path / "config")),
     }
     with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "service.log") as target:
@@ -101,6 +102,7 @@ def test_a_failed_reload_keeps_the_running_rails(tmp_path: Path) -> None:
     broken = models / "guardrails" / "guard-minilm" / "v1"
     env = {
         "RAGRAIL_MODELS_DIR": str(models),
+        "RAGRAIL_PUBLISHED_DIR": "none",
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config_copy(tmp_path / "config")),
     }
     log = tmp_path / "service.log"
@@ -139,6 +141,7 @@ def test_the_gateway_warns_while_the_guard_model_is_pending(suite, tmp_path: Pat
 
     env = {
         "RAGRAIL_MODELS_DIR": str(tmp_path / "models"),
+        "RAGRAIL_PUBLISHED_DIR": "none",
         "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config_copy(tmp_path / "config")),
     }
     with (

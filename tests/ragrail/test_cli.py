@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import suite_env
+from tests.conftest import REPO, suite_env
 
 pytestmark = pytest.mark.integration
 RAGRAIL = [sys.executable, "-m", "ragrail.cli"]
@@ -54,8 +55,9 @@ def _alive(pid: int) -> bool:
 def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Path) -> None:
     env = {**os.environ, **suite_env(tmp_path), "COLUMNS": "200"}
     proc = subprocess.Popen(
-        # Without rails: tests/ragrail/test_guard_training.py runs a first start with them.
-        [*RAGRAIL, "up", "--sample", "--no-rails", "--no-train", "--data-dir", str(tmp_path)],
+        # What `make up` runs on a fresh clone: every rail on the published guard model, answers
+        # from the published reader, nothing trained.
+        [*RAGRAIL, "up", "--sample", "--data-dir", str(tmp_path)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -67,7 +69,14 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
     try:
         _wait_for(proc, "ragrail is up", lines, timeout_s=240)
         output = "".join(lines)
-        assert "not starting guardrails (--no-rails)" in output, output
+        published = REPO / "published"
+        assert f"every rail on, guard model {published / 'guardrails'}" in output, output
+        assert f"answers: extractive reader {published / 'reader'}" in output, output
+        # Nothing is trained on a first start.
+        assert "training the guard model" not in output, output
+        assert "training the extractive reader" not in output, output
+        for stage in ("start", "ingest", "answer"):
+            assert re.search(rf"^\s*{stage}  .* in \d+\.\d s$", output, re.M), (stage, output)
         assert "honeybee-colonies.md" in output, output  # the demo search answered from the sample
         # ... and the demo question was answered through /v1/chat/completions, with sources
         assert "ask: how do honeybees" in output and "[1] honeybee-colonies.md" in output, output

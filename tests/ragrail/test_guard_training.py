@@ -1,9 +1,10 @@
-"""A first `ragrail up` (real processes): the guardrails service starts with its guard-model
-rails pending, the launcher trains the guard model in the background (tiny arguments through
+"""`ragrail up --train` where no guard model is found, neither trained nor published (real
+processes): the guardrails service starts with its guard-model rails pending, the launcher
+trains the guard model in the background (tiny arguments through
 RAGRAIL_GUARD_TRAIN_ARGS: about 90 CPU seconds), a restart of the service meanwhile starts no
 second training, and once the trainer exits the launcher sends SIGHUP: the service loads the
-model and content safety refuses, with no restart of the suite. `ragrail up --sample` waits
-for that (the same function here) before its question."""
+model and content safety refuses, with no restart of the suite. `ragrail up --train --sample`
+waits for that (the same function here) before its question."""
 
 from __future__ import annotations
 
@@ -42,13 +43,14 @@ def test_first_start_trains_the_guard_model_and_reloads_the_rails(
         monkeypatch.delenv(key)  # a session fixture may have configured a model
     models = tmp_path / "models"
     monkeypatch.setenv("RAGRAIL_MODELS_DIR", str(models))
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # as with a models dir of one's own
     monkeypatch.setenv(TRAIN_ARGS_ENV, shlex.join(GUARD_TRAINING))
     monkeypatch.setenv("RAGRAIL_GUARDRAILS_CONFIG_DIR", str(config_copy(tmp_path / "config")))
     monkeypatch.setenv("RAGRAIL_GUARDRAILS_PORT", str(free_port()))
     monkeypatch.setenv("RAGRAIL_GUARDRAILS_METRICS_PORT", "-1")
     monkeypatch.setenv("RAGRAIL_GUARDRAILS_LOG_FORMAT", "text")
     said: list[str] = []
-    supervisor = Supervisor(tmp_path / "data", said.append)
+    supervisor = Supervisor(tmp_path / "data", said.append, train=True)
     child = supervisor.child("guardrails")
     supervisor.children = [child]  # the rest of the suite plays no part here
 

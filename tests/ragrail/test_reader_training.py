@@ -1,4 +1,5 @@
-"""A first `ragrail up` trains the extractive reader in the background once no guard model is
+"""`ragrail up --train` where no reader is found (neither trained nor published) trains the
+extractive reader in the background once no guard model is
 training (a real trainer process, on tiny arguments through RAGRAIL_READER_TRAIN_ARGS), writes
 it where the gateway looks (tests/gateway/test_reader_pickup.py shows the gateway taking it
 up), and says so; a configured reader, or `--no-train`, trains nothing."""
@@ -30,6 +31,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
         monkeypatch.delenv(key)  # a session fixture may have configured a model
     monkeypatch.chdir(tmp_path)  # no models/ here
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # nor a published reader
 
 
 def test_the_reader_is_trained_after_the_guard_model_and_registered(tmp_path: Path) -> None:
@@ -38,7 +40,7 @@ def test_the_reader_is_trained_after_the_guard_model_and_registered(tmp_path: Pa
     os.environ[READER_TRAIN_ARGS_ENV] = shlex.join(TINY_READER_ARGS)
     try:
         said: list[str] = []
-        supervisor = Supervisor(tmp_path / "data", said.append)
+        supervisor = Supervisor(tmp_path / "data", said.append, train=True)
         # The guard model's training runs first: one training at a time.
         supervisor.training = supervisor._spawn(["sleep", "1"], "train-guardrails.log")
         supervisor.start_reader_training()

@@ -29,6 +29,7 @@ Deterministic for a seed: the same data and arguments give the same thresholds.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -36,6 +37,7 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,7 @@ DEFAULT_REPEATS = (
     ("content_safety/simple_safety_tests", 3),
 )
 EMBEDDING_DIR = "embedding"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 PROVISIONAL = "guard.provisional.json"
 
 
@@ -126,19 +129,96 @@ def batches_by_length(lengths: np.ndarray, size: int, rng: np.random.Generator) 
     return batches
 
 
+@dataclass
+class Targets:
+    """Per-example labels for the heads (-1: not labelled for that head), and lengths."""
+
+    inj: np.ndarray
+    uns: np.ndarray
+    cat: np.ndarray
+    doc: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, examples: list[Example], states: list[np.ndarray]) -> Targets:
+        return cls(
+            np.array([e.injection for e in examples], dtype=np.float32),
+            np.array([e.unsafe for e in examples], dtype=np.float32),
+            np.array([e.category for e in examples], dtype=np.int64),
+            np.array([e.document for e in examples], dtype=np.float32),
+            np.array([len(s) for s in states]),
+        )
+
+
+def batch_loss(
+    model: Any,
+    states: list[np.ndarray],
+    t: Targets,
+    rows: np.ndarray,
+    losses: dict[str, Any],
+    category_weight: float,
+) -> Any:
+    """Mean loss of `rows`: binary cross-entropy per head over the rows labelled for it, and
+    cross-entropy over hazard categories for unsafe rows."""
+    import torch
+
+    width = int(t.lengths[rows].max())
+    x = np.zeros((len(rows), width, states[0].shape[1]), dtype=np.float32)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for j, i in enumerate(rows):
+        x[j, : t.lengths[i]] = states[i]
+        mask[j, : t.lengths[i]] = 1
+    logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
+    first = 2 + len(CATEGORIES)
+    loss = torch.zeros(())
+    heads = (("injection", 0, t.inj), ("unsafe", 1, t.uns), ("document", first, t.doc))
+    for name, column, y in heads:
+        keep = np.flatnonzero(y[rows] >= 0)
+        if len(keep):
+            target = torch.from_numpy(y[rows][keep])
+            loss = loss + losses[name](logits[torch.from_numpy(keep), column], target)
+    keep = np.flatnonzero(t.cat[rows] >= 0)
+    if len(keep):
+        part = logits[torch.from_numpy(keep), 2:first]
+        target = torch.from_numpy(t.cat[rows][keep])
+        loss = loss + category_weight * losses["category"](part, target)
+    return loss / len(rows)
+
+
+def held_loss(
+    model: Any, states: list[np.ndarray], t: Targets, losses: dict[str, Any], args: Any
+) -> float:
+    """Mean loss on held-out rows, no dropout, in batches of similar length."""
+    import torch
+
+    model.eval()
+    total = 0.0
+    order = np.argsort(t.lengths, kind="stable")
+    with torch.no_grad():
+        for start in range(0, len(order), 128):
+            rows = order[start : start + 128]
+            loss = batch_loss(model, states, t, rows, losses, args.category_weight)
+            total += float(loss) * len(rows)
+    model.train()
+    return total / max(len(order), 1)
+
+
 def train_heads(
-    model: Any, states: list[np.ndarray], examples: list[Example], args: argparse.Namespace
+    model: Any,
+    states: list[np.ndarray],
+    examples: list[Example],
+    args: argparse.Namespace,
+    held: tuple[list[np.ndarray], list[Example]] | None = None,
 ) -> dict[str, Any]:
-    """Trains the guard top and heads in place on cached states; returns statistics."""
+    """Trains the guard top and heads in place on cached states; returns statistics. With
+    `held` (states and examples never trained on) and --patience, the held-out loss is
+    measured every --eval-every steps and training stops once it has not improved for
+    --patience measurements; the weights of the best measurement are kept."""
     import torch
     from tqdm import tqdm
 
     n = len(examples)
-    inj = np.array([e.injection for e in examples], dtype=np.float32)
-    uns = np.array([e.unsafe for e in examples], dtype=np.float32)
-    cat = np.array([e.category for e in examples], dtype=np.int64)
-    doc = np.array([e.document for e in examples], dtype=np.float32)
-    lengths = np.array([len(s) for s in states])
+    t = Targets.of(examples, states)
 
     def pos_weight(y: np.ndarray) -> float:
         pos, neg = float((y == 1).sum()), float((y == 0).sum())
@@ -146,12 +226,16 @@ def train_heads(
         # positives at the threshold) for little gain in recall.
         return math.sqrt(neg / pos) if pos else 1.0
 
-    weights = {"injection": pos_weight(inj), "unsafe": pos_weight(uns), "document": pos_weight(doc)}
-    bce = {
+    weights = {
+        "injection": pos_weight(t.inj),
+        "unsafe": pos_weight(t.uns),
+        "document": pos_weight(t.doc),
+    }
+    losses: dict[str, Any] = {
         k: torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(v), reduction="sum")
         for k, v in weights.items()
     }
-    ce = torch.nn.CrossEntropyLoss(reduction="sum")
+    losses["category"] = torch.nn.CrossEntropyLoss(reduction="sum")
     layer_params = [p for p in model.guard_top.parameters()]
     head_params = [p for p in model.heads.parameters()]
     optimizer = torch.optim.AdamW(
@@ -165,51 +249,59 @@ def train_heads(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )
-    first = 2 + len(CATEGORIES)
-    losses: list[float] = []
+    held_t = Targets.of(held[1], held[0]) if held and args.patience else None
+    every = args.eval_every or max(1, steps_per_epoch // 2)
+    curve: list[tuple[int, float]] = []
+    best: tuple[float, int, dict[str, Any]] | None = None
+    since_best = 0
+    train_losses: list[float] = []
     started = time.perf_counter()
+    step = 0
     model.train()
     with tqdm(total=total, desc="train guard heads", unit="step", file=sys.stderr) as bar:
         for _ in range(args.epochs):
-            for rows in batches_by_length(lengths, args.batch_size, rng):
-                width = int(lengths[rows].max())
-                x = np.zeros((len(rows), width, states[0].shape[1]), dtype=np.float32)
-                mask = np.zeros((len(rows), width), dtype=np.int64)
-                for j, i in enumerate(rows):
-                    x[j, : lengths[i]] = states[i]
-                    mask[j, : lengths[i]] = 1
-                logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
-                loss = torch.zeros(())
-                for name, column, y in (
-                    ("injection", 0, inj),
-                    ("unsafe", 1, uns),
-                    ("document", first, doc),
-                ):
-                    keep = np.flatnonzero(y[rows] >= 0)
-                    if len(keep):
-                        target = torch.from_numpy(y[rows][keep])
-                        loss = loss + bce[name](logits[torch.from_numpy(keep), column], target)
-                keep = np.flatnonzero(cat[rows] >= 0)
-                if len(keep):
-                    part = logits[torch.from_numpy(keep), 2:first]
-                    loss = loss + args.category_weight * ce(part, torch.from_numpy(cat[rows][keep]))
-                loss = loss / len(rows)
+            for rows in batches_by_length(t.lengths, args.batch_size, rng):
+                loss = batch_loss(model, states, t, rows, losses, args.category_weight)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(layer_params + head_params, 1.0)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-                losses.append(float(loss.detach()))
-                bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+                train_losses.append(float(loss.detach()))
+                step += 1
+                bar.set_postfix(loss=f"{np.mean(train_losses[-20:]):.4f}")
                 bar.update()
+                if held_t is None or (step % every and step != total):
+                    continue
+                value = held_loss(model, held[0], held_t, losses, args)  # type: ignore[index]
+                curve.append((step, round(value, 5)))
+                if best is None or value < best[0]:
+                    kept = {
+                        "guard_top": copy.deepcopy(model.guard_top.state_dict()),
+                        "heads": copy.deepcopy(model.heads.state_dict()),
+                    }
+                    best, since_best = (value, step, kept), 0
+                else:
+                    since_best += 1
+                    if since_best >= args.patience:
+                        break
+            else:
+                continue
+            break
+    if best is not None:
+        model.guard_top.load_state_dict(best[2]["guard_top"])
+        model.heads.load_state_dict(best[2]["heads"])
     model.eval()
-    window = max(1, min(20, len(losses) // 4))
+    window = max(1, min(20, len(train_losses) // 4))
     return {
         "examples": n,
-        "steps": total,
+        "steps": step,
+        "of_steps": total,
         "pos_weight": {k: round(v, 3) for k, v in weights.items()},
-        "loss_first": round(float(np.mean(losses[:window])), 5),
-        "loss_last": round(float(np.mean(losses[-window:])), 5),
+        "loss_first": round(float(np.mean(train_losses[:window])), 5),
+        "loss_last": round(float(np.mean(train_losses[-window:])), 5),
+        "held_loss": curve,
+        "kept_step": best[1] if best else step,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -413,8 +505,15 @@ def train(args: argparse.Namespace) -> Path:
     export(Bottom(model), work / "bottom.onnx", ["states"])
     quantize_dynamic_variant(work / "bottom.onnx", work / "bottom_int8.onnx", DEFAULT_VARIANT)
     states = bottom_states(work / "bottom_int8.onnx", ids, threads)
+    held = None
+    if args.patience:
+        # The held-out loss that early stopping reads: a fixed sample of the held-out part.
+        pick = np.random.default_rng(args.seed).permutation(len(data.held))[: args.held_rows]
+        held_examples = [data.held[i] for i in sorted(pick)]
+        held_ids = encode(tokenizer, [e.text for e in held_examples], args.max_length)
+        held = (bottom_states(work / "bottom_int8.onnx", held_ids, threads), held_examples)
     t = lap("frozen_layers_s", t)
-    stats = train_heads(model, states, fit, args)
+    stats = train_heads(model, states, fit, args, held)
     del states
     t = lap("train_s", t)
     export(Served(model), out / "model.onnx", ["embedding", "logits"])
@@ -446,7 +545,7 @@ def train(args: argparse.Namespace) -> Path:
     if args.evaluate:
         from trainers.guardrails.guard_eval import evaluate
 
-        metrics["test"] = evaluate(guard, args.data, args.seed)
+        metrics["test"] = evaluate(guard, args.test_data or args.data, args.seed)
         t = lap("evaluate_s", t)
     seconds = round(time.perf_counter() - started, 1)
     metrics["seconds"] = seconds
@@ -459,6 +558,7 @@ def train(args: argparse.Namespace) -> Path:
         "path": str(out),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "base": base_model_name() if not args.base else args.base,
+        "command": getattr(args, "command", ""),
         "method": f"frozen bottom ({args.frozen_layers} of 6 layers, INT8 states cached), "
         f"top {6 - args.frozen_layers} layers and heads trained multi-task",
         "format": "ragrail-guard/1",
@@ -529,6 +629,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--head-lr", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--category-weight", type=float, default=0.5)
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="Stop once the held-out loss has not improved for this many measurements, keeping "
+        "the best weights (0: train every epoch).",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=0, help="Steps between held-out losses (0: half epochs)."
+    )
+    parser.add_argument(
+        "--held-rows", type=int, default=2048, help="Held-out rows the held-out loss is taken on."
+    )
     parser.add_argument("--per-source", type=int, default=0, help="Most rows per source (0: all).")
     for flag, what in (
         ("--cap", "Train on at most N of a source's rows"),
@@ -552,7 +665,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--evaluate",
         action="store_true",
-        help="Measure on the data root's test splits (../shared/data).",
+        help="Measure on the test splits of --test-data (every source apart).",
+    )
+    parser.add_argument(
+        "--test-data",
+        type=Path,
+        default=SHARED_DATA if SHARED_DATA.is_dir() else None,
+        help="Data root with test splits, laid out as ../shared/data (default: ../shared/data "
+        "when present, else --data).",
     )
     parser.add_argument("--keep-fp32", action="store_true")
     parser.add_argument("--tiny", action="store_true", help="A few rows per source (tests).")
@@ -565,5 +685,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    train(parse_args(argv))
+    from trainers.data import command_line
+
+    args = parse_args(argv)
+    args.command = command_line("trainers.guardrails", argv)
+    train(args)
     return 0

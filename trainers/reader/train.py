@@ -268,12 +268,36 @@ class Featurizer:
         ]
 
 
-def batches(features: list[Feature], batch_size: int, rng: random.Random) -> list[list[Feature]]:
+def batches(
+    features: list[Feature], batch_size: int, rng: random.Random, by_length: bool = False
+) -> list[list[Feature]]:
+    """Shuffled batches; `by_length`: of windows of similar length (jittered so batches differ
+    from epoch to epoch), in random order, so little of each batch is padding."""
     order = list(range(len(features)))
     rng.shuffle(order)
-    return [
+    if by_length:
+        order.sort(key=lambda i: len(features[i].input_ids) + rng.uniform(0, 8))
+    out = [
         [features[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)
     ]
+    if by_length:
+        rng.shuffle(out)
+    return out
+
+
+def held_loss(model: Any, features: list[Feature], pad_id: int) -> float:
+    """Mean span loss on windows never trained on, no dropout."""
+    import torch
+
+    model.eval()
+    total = 0.0
+    ordered = sorted(features, key=lambda f: len(f.input_ids))
+    with torch.no_grad():
+        for start in range(0, len(ordered), 32):
+            batch = ordered[start : start + 32]
+            total += float(model(**tensors(batch, pad_id)).loss) * len(batch)
+    model.train()
+    return total / max(len(features), 1)
 
 
 def tensors(batch: list[Feature], pad_id: int) -> dict[str, Any]:
@@ -300,12 +324,22 @@ def tensors(batch: list[Feature], pad_id: int) -> dict[str, Any]:
 
 
 def fit(
-    model: Any, features: list[Feature], args: argparse.Namespace, pad_id: int, out: Path
+    model: Any,
+    features: list[Feature],
+    args: argparse.Namespace,
+    pad_id: int,
+    out: Path,
+    held: list[Feature] | None = None,
 ) -> dict:
     """Trains in place. With --checkpoint-every, `out/checkpoint.pt` (weights, optimizer,
     schedule, step, losses, seconds) is written every so many steps and at the end; --resume
     continues from it with the same batch order, and --stop-after ends a run early (the
-    schedule still runs to the full length), so training can span several sessions."""
+    schedule still runs to the full length), so training can span several sessions. With
+    `held` windows and --patience, the loss on them is measured every --eval-every steps and
+    training stops once it has not improved for --patience measurements, keeping the best
+    weights."""
+    import copy
+
     import torch
 
     rng = random.Random(args.seed)
@@ -353,11 +387,15 @@ def fit(
         )
 
     stop = min(total, args.stop_after) if args.stop_after else total
+    every = args.eval_every or max(1, steps_per_epoch // 2)
+    curve: list[tuple[int, float]] = []
+    best: tuple[float, int, dict[str, Any]] | None = None
+    since_best = 0
     model.train()
     started = time.perf_counter()
     for epoch in range(args.epochs):
-        for batch in batches(features, args.batch_size, rng):
-            if step >= stop:
+        for batch in batches(features, args.batch_size, rng, args.by_length):
+            if step >= stop or (best is not None and since_best >= args.patience):
                 break
             if step < done:  # resuming: the same order, these were trained already
                 step += 1
@@ -373,12 +411,22 @@ def fit(
             if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == stop):
                 save()
             if step % args.log_every == 0 or step == total:
-                rate = step / (time.perf_counter() - started)
+                rate = (step - done) / (time.perf_counter() - started)
                 print(
                     f"epoch {epoch + 1} step {step}/{total} loss "
                     f"{np.mean(losses[-args.log_every :]):.4f} ({rate:.2f} steps/s)",
                     flush=True,
                 )
+            if held and args.patience and (step % every == 0 or step == total):
+                value = held_loss(model, held, pad_id)
+                curve.append((step, round(value, 5)))
+                print(f"step {step}: held-out loss {value:.4f}", flush=True)
+                if best is None or value < best[0]:
+                    best, since_best = (value, step, copy.deepcopy(model.state_dict())), 0
+                else:
+                    since_best += 1
+    if best is not None:
+        model.load_state_dict(best[2])
     model.eval()
     window = max(1, min(20, len(losses) // 4))
     return {
@@ -388,6 +436,8 @@ def fit(
         "seconds": round(spent + time.perf_counter() - started, 1),
         "loss_first": round(float(np.mean(losses[:window])), 4) if losses else None,
         "loss_last": round(float(np.mean(losses[-window:])), 4) if losses else None,
+        "held_loss": curve,
+        "kept_step": best[1] if best else step,
     }
 
 
@@ -675,7 +725,16 @@ def train(args: argparse.Namespace) -> Path:
             else {"steps": None, "seconds": None, "note": f"trained earlier into {base}"}
         )
     else:
-        train_stats = fit(model, features, args, tokenizer.pad_token_id, out)
+        held = None
+        if args.patience:
+            # Held-out windows for early stopping: the answer's window of questions on the
+            # COVID-QA dev articles (--dev-articles), never trained on and not the test split.
+            pool = eval_sets.get("covidqa_dev", [])
+            if not pool:
+                raise SystemExit("--patience needs held-out questions: pass --dev-articles N")
+            pool = random.Random(args.seed).sample(pool, min(args.held_rows, len(pool)))
+            held = [f for f in (featurizer.positive(ex, None) for ex in pool) if f is not None]
+        train_stats = fit(model, features, args, tokenizer.pad_token_id, out, held)
 
     chars = args.eval_window_chars
     if args.eval_max:
@@ -708,12 +767,13 @@ def train(args: argparse.Namespace) -> Path:
         metrics["onnx_int8"][name] = evaluate(reader, examples, negatives[name], chars)
         print(f"ONNX INT8 {name}: {metrics['onnx_int8'][name]}", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    skip = {"out", "overwrite", "covidqa", "xquad", "covidqa_test"}
+    skip = {"out", "overwrite", "covidqa", "xquad", "covidqa_test", "command"}
     manifest = registry.manifest(
         "reader",
         out.parent.name,
         out.name,
         base=args.base or base_model_name(),
+        command=getattr(args, "command", ""),
         method=METHOD,
         fmt="onnx",
         file=INT8_FILE,
@@ -809,6 +869,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="End this run after so many steps, the schedule still planned for all of them "
         "(then --resume); 0: train to the end.",
     )
+    parser.add_argument(
+        "--by-length",
+        action="store_true",
+        help="Batches of windows of similar length (less padding, faster).",
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=0,
+        help="Stop once the held-out loss has not improved for this many measurements, keeping "
+        "the best weights (0: train every epoch).",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=0, help="Steps between held-out losses (0: half epochs)."
+    )
+    parser.add_argument(
+        "--held-rows", type=int, default=300, help="Held-out questions for the held-out loss."
+    )
     parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
     parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")
     parser.add_argument(
@@ -831,5 +909,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    train(parse_args(argv))
+    from trainers.data import command_line
+
+    args = parse_args(argv)
+    args.command = command_line("trainers.reader", argv)
+    train(args)
     return 0
