@@ -81,6 +81,21 @@ def figures(role: str, metrics: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def guard_test_figures(model_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json of a guard model with its test figures: the trainer's (`--evaluate`), else
+    measured here the same way (trainers/guardrails/guard_eval.py on ../shared/data)."""
+    if "test" in metrics:
+        return metrics
+    from bench.common import SHARED_DATA
+    from shared.models.guard import GuardModel
+    from trainers.guardrails.guard_eval import evaluate
+
+    if not SHARED_DATA.is_dir():
+        raise SystemExit(f"{model_dir} has no test figures and {SHARED_DATA} is not here")
+    with console.status(f"measuring {model_dir} on the test splits of {SHARED_DATA}"):
+        return {**metrics, "test": evaluate(GuardModel(model_dir), SHARED_DATA, 0)}
+
+
 def with_out(command: str, out: Path) -> list[str]:
     """The recorded command, writing to `out` (replacing its --out), by this interpreter."""
     args = shlex.split(command)
@@ -135,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"published {ref}; retraining with {shlex.join(command[1:])}")
         wall, cpu = retrain(command, work / "train.log")
     retrained = json.loads((out / "metrics.json").read_text())
+    if args.role == "guardrails":
+        published = guard_test_figures(PUBLISHED_ROOT / ref, published)
+        retrained = guard_test_figures(out, retrained)
 
     before, after = figures(args.role, published), figures(args.role, retrained)
     table = Table(title=f"retrain of {ref} against the published model")

@@ -110,7 +110,7 @@ def up(
         typer.Option(
             "--train/--no-train",
             help="Train the guard model or the extractive reader in the background where none "
-            "is found (the published ones ship in models/: nothing to train on a fresh clone).",
+            "is found (the published ones ship in published/: none to train on a fresh clone).",
         ),
     ] = False,
 ) -> None:

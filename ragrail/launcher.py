@@ -414,10 +414,10 @@ class Supervisor:
             return
         if not self.train:
             self.say(
-                "no guard model found under "
-                f"{registry.models_root() / GUARD_ROLE} (the published one ships in the "
-                "repository's models/): the rails on it let everything through until one is "
-                "there; `ragrail train guardrails --all`, or `ragrail up --train`"
+                "no guard model found, neither trained under "
+                f"{registry.models_root() / GUARD_ROLE} nor published (RAGRAIL_PUBLISHED_DIR): "
+                "the rails on it let everything through until one is there; `ragrail train "
+                "guardrails --all`, or `ragrail up --train`"
             )
             return
         self.training = self._train(GUARD_TRAINING, guard_model_out())
@@ -455,9 +455,10 @@ class Supervisor:
             return
         if not self.train:
             self.say(
-                f"no extractive reader found under {registry.models_root() / READER_ROLE}: "
-                "answers are the sentence of the sources closest to the question; "
-                "`ragrail train reader`, or `ragrail up --train`"
+                "no extractive reader found, neither trained under "
+                f"{registry.models_root() / READER_ROLE} nor published: answers are the "
+                "sentence of the sources closest to the question; `ragrail train reader`, or "
+                "`ragrail up --train`"
             )
             return
         self.reader_training = self._train(READER_TRAINING, reader_out())

@@ -79,10 +79,14 @@ def _data_of(manifest: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and value:
             path = Path(value)
             path = path if path.is_absolute() else REPO / path
+            packed = path.with_name(path.name + ".gz")  # shipped data is gzipped
+            path = packed if not path.exists() and packed.is_file() else path
             if path.is_dir():
                 digests[key] = tree_sha256(path)
             elif path.is_file():
                 digests[key] = sha256_file(path)
+            if path.is_relative_to(REPO):  # the repository's own data, wherever it is cloned
+                data[key] = str(path.relative_to(REPO))
     if digests:
         data["sha256_of"] = digests
     return data

@@ -230,9 +230,9 @@ class GatewaySettings(RagrailSettings):
     chat_reader_model: str = Field(
         "",
         description="Extractive reader, as a registry reference name[/version] under "
-        "models/reader/; empty: the newest trained there (python -m trainers.reader), none "
-        "without a warning only at start-up; 'none': no reader (the sentence closest to the "
-        "question is extracted instead).",
+        "models/reader/; empty: the newest trained there (python -m trainers.reader), else "
+        "the one published in published/reader/, none without a warning only at start-up; "
+        "'none': no reader (the sentence closest to the question is extracted instead).",
     )
     chat_reader_threads: int = Field(
         1, ge=0, description="onnxruntime threads of the reader (0: one per core)."

@@ -34,7 +34,13 @@ from services.guardrails.rails.base import (
 from services.guardrails.settings import GuardrailsSettings
 from shared.models import registry
 from shared.models.classifier import newest_injection_model
-from shared.models.guard import GUARD_ROLE, GuardModel, ScoreCache, find_guard_model
+from shared.models.guard import (
+    GUARD_ROLE,
+    GuardModel,
+    ScoreCache,
+    find_guard_model,
+    newest_guard_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,17 +130,22 @@ class Models:
 def load_models(settings: GuardrailsSettings) -> Models:
     """A configured model must load (a missing one stops the service); with nothing
     configured, the newest guard model under models/guardrails/, else the newest classifier of
-    the older single-head recipe (injection only), else none: the guard rails are pending."""
+    the older single-head recipe there (injection only), else the published guard model
+    (registry.published_root), else none: the guard rails are pending."""
     if settings.injection_model:
         path = resolve_injection_model(settings.injection_model)
         return Models(None, InjectionClassifier(path, threads=settings.threads))
-    guard_path = find_guard_model(settings.guard_model)
+    trained = str(Path.cwd() / registry.models_root() / GUARD_ROLE)
+    guard_path = find_guard_model(settings.guard_model, trained)
+    if guard_path is None:
+        older = newest_injection_model(trained)
+        if older:
+            return Models(None, InjectionClassifier(older, threads=settings.threads), pending=True)
+        guard_path = newest_guard_model()  # the published one, if any
     if guard_path is not None:
         guard = ScoreCache(GuardModel(guard_path, threads=settings.threads))
         return Models(guard, guard.model)
-    older = newest_injection_model(str(Path.cwd() / registry.models_root() / GUARD_ROLE))
-    classifier = InjectionClassifier(older, threads=settings.threads) if older else None
-    return Models(None, classifier, pending=True)
+    return Models(None, None, pending=True)
 
 
 def embedding_source(classifier: InjectionClassifier | GuardModel) -> tuple[Path, str]:

@@ -46,7 +46,8 @@ class GuardrailsSettings(ServiceSettings):
         "",
         description="Guard model directory (injection, content-safety and document-injection "
         "heads; written by `python -m trainers.guardrails --all`); empty loads the newest "
-        "under models/guardrails/, else falls back to the injection classifier below.",
+        "under models/guardrails/, else the injection classifier below, else the guard model "
+        "published in published/guardrails/.",
     )
     injection_model: str = Field(
         "",

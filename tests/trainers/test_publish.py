@@ -45,7 +45,7 @@ def test_record_names_the_command_seed_and_data(role: str) -> None:
     # Only what services load: no FP32 graph, no PyTorch weights.
     assert not {"model.onnx", "model.safetensors", "checkpoint.pt"} & set(files)
     total = sum(f["bytes"] for f in files.values())
-    assert total < 80e6, f"{ref}: {total / 1e6:.0f} MB published"
+    assert total < 130e6, f"{ref}: {total / 1e6:.0f} MB published"
 
 
 def test_a_changed_file_is_caught(tmp_path: Path) -> None:
