@@ -21,7 +21,8 @@ PACKAGED_CONFIG = REPO / "services" / "guardrails" / "config"
 GUARD_TRAINING = [
     "--all", "--data", str(GUARD_FIXTURE), "--frozen-layers", "5", "--epochs", "8",
     "--holdout", "0.3", "--max-length", "64", "--planted-per-passage", "2", "--seed", "5",
-    "--repeat", "prompt_injections/prompt_injections", "1",
+    "--repeat", "prompt_injections/prompt_injections", "1", "--batch-size", "32",
+    "--lr", "1e-4", "--head-lr", "2e-3", "--patience", "0",
 ]  # fmt: skip
 # The fixture model learns from a few hundred rows, and its held-out part (a few dozen) is
 # too small to choose thresholds that hold on other text: the service tests set them in
