@@ -125,7 +125,9 @@ def test_vectors_come_back_in_input_order(onnx_backend: EmbeddingBackend) -> Non
     # INT8 activations are quantized per batch, so batch mates move vectors a little.
     assert ((forward * backward).sum(axis=1) > 0.99).all()
     single = onnx_backend.embed([TEXTS[2]])
-    assert float(single[0] @ forward[2]) > 0.99
+    # Alone, a text sets its batch's scale by itself: 0.990 on a CPU with AVX2 and no VNNI
+    # (AMD Zen 3, 2026-11-26), higher with AVX-512 VNNI.
+    assert float(single[0] @ forward[2]) > 0.985
     assert onnx_backend.embed([]).shape == (0, 384)
 
 
