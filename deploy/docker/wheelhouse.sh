@@ -30,14 +30,15 @@ trap 'rm -f "$requirements"' EXIT
 { "$python" deploy/docker/requirements.py core; "$python" deploy/docker/requirements.py all; } >"$requirements"
 # llama-cpp-python from the wheel `make install` built (deploy/llama-cpp-wheel.sh), not a
 # second compile.
-PIP_FIND_LINKS="$(deploy/llama-cpp-wheel.sh --dir "$python")"
-export PIP_FIND_LINKS
+# A --find-links option adds to pip's configured ones; PIP_FIND_LINKS would replace them (and
+# with them a configured find-links that holds torch's CPU build, as on this project's machines).
+llama=(--find-links "$(deploy/llama-cpp-wheel.sh --dir "$python")")
 pip=("$python" -m pip --disable-pip-version-check)
 # torch first and alone, so it is the CPU wheel whatever the resolver would prefer.
 "${pip[@]}" wheel -q -w "$out" -c constraints.txt --no-deps torch==2.13.0
-"${pip[@]}" wheel -q -w "$out" -c constraints.txt -r "$requirements"
+"${pip[@]}" wheel -q -w "$out" "${llama[@]}" -c constraints.txt -r "$requirements"
 "$python" deploy/docker/requirements.py --no-deps all \
-  | "${pip[@]}" wheel -q -w "$out" -c constraints.txt --no-deps -r /dev/stdin
+  | "${pip[@]}" wheel -q -w "$out" "${llama[@]}" -c constraints.txt --no-deps -r /dev/stdin
 if ls "$out" | grep -q '^nvidia_'; then
   echo "$out holds CUDA wheels (nvidia-*): this pip resolved torch to the CUDA build;" \
     "see the top of $0" >&2
