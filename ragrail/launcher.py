@@ -112,9 +112,9 @@ def reranker_not_startable() -> str:
 TRAIN_ARGS_ENV = "RAGRAIL_GUARD_TRAIN_ARGS"
 DEFAULT_TRAIN_ARGS = ("--all", "--seed", "0")
 TRAIN_LOG = "train-guardrails.log"
-# The default training on 2 quiet CPU cores (docs/benchmarks.md, "Training time"); a busy
-# machine slows it several times.
-TRAIN_MINUTES = "about 5"
+# The default training on 2 quiet AVX2 cores: 552 s (docs/benchmarks.md, "Published models,
+# training time and the first start"); a busy machine slows it several times.
+TRAIN_MINUTES = "about 9"
 
 
 def guard_model_problem() -> str:
@@ -155,8 +155,9 @@ DEFAULT_READER_TRAIN_ARGS = (
     "--epochs", "2", "--max-length", "192", "--eval-max", "100", "--skip-torch-eval",
 )  # fmt: skip
 READER_TRAIN_LOG = "train-reader.log"
-# On 2 quiet cores (docs/benchmarks.md, "Training time").
-READER_TRAIN_MINUTES = "about 5"
+# On 2 quiet AVX2 cores: 940 s of training and a shorter evaluation (docs/benchmarks.md, as
+# above).
+READER_TRAIN_MINUTES = "about 17"
 
 
 def needs_reader_training() -> bool:

@@ -3,11 +3,13 @@ and the packaged MiniLM base model."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -311,6 +313,49 @@ def add_output_arguments(parser: Any, out: str, name: str, version: str = "UTC t
     parser.add_argument("--name", default="", help=f"Model name (default: {name}).")
     parser.add_argument("--version", default="", help=f"Model version (default: {version}).")
     parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+
+
+@dataclass
+class EarlyStopping:
+    """Held-out losses taken during training (`observe`): keeps a copy of the weights at the
+    lowest, and says to `stop` once `patience` measurements in a row have not gone below it."""
+
+    patience: int
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    best_loss: float = math.inf
+    best_step: int = 0
+    best_state: Any = None
+    since_best: int = 0
+
+    def observe(self, step: int, loss: float, state: Callable[[], Any]) -> None:
+        """Records the loss at `step`; `state()` gives the weights, copied when they are best."""
+        self.curve.append((step, round(loss, 5)))
+        if loss < self.best_loss:
+            self.best_loss, self.best_step, self.since_best = loss, step, 0
+            self.best_state = copy.deepcopy(state())
+        else:
+            self.since_best += 1
+
+    @property
+    def stop(self) -> bool:
+        return self.best_state is not None and self.since_best >= self.patience
+
+
+def add_early_stopping_arguments(parser: Any, patience: int, held_rows: int, rows: str) -> None:
+    """--patience, --eval-every and --held-rows (`rows`: what a held-out row is)."""
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=patience,
+        help="Stop once the held-out loss has not improved for this many measurements, keeping "
+        "the best weights (0: train every epoch, no held-out loss).",
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=0, help="Steps between held-out losses (0: half epochs)."
+    )
+    parser.add_argument(
+        "--held-rows", type=int, default=held_rows, help=f"Held-out {rows} for the held-out loss."
+    )
 
 
 def command_line(module: str, argv: list[str] | None) -> str:

@@ -24,20 +24,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shared.models.quantize import sha256 as sha256_file
+
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED_ROOT = REPO / "published"
 RECORD = PUBLISHED_ROOT / "manifest.json"
 # A trainer's output that no service loads: kept out of the published copy.
 NOT_SERVED = ("model.onnx", "model.safetensors", "pytorch_model.bin", "checkpoint.pt",
               "training_args.bin", "guard.provisional.json")  # fmt: skip
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def served_files(model_dir: Path) -> list[Path]:

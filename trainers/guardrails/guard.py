@@ -31,7 +31,6 @@ Deterministic for a seed: the same data and arguments give the same thresholds.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from trainers.data import EarlyStopping, add_early_stopping_arguments
 from trainers.guardrails.guard_data import (
     CATEGORIES,
     SHIPPED,
@@ -205,6 +205,11 @@ def held_loss(
     return total / max(len(order), 1)
 
 
+def trained_state(model: Any) -> dict[str, Any]:
+    """The weights training changes: the guard top and the heads."""
+    return {"guard_top": model.guard_top.state_dict(), "heads": model.heads.state_dict()}
+
+
 def train_heads(
     model: Any,
     states: list[np.ndarray],
@@ -253,9 +258,7 @@ def train_heads(
     )
     held_t = Targets.of(held[1], held[0]) if held and args.patience else None
     every = args.eval_every or max(1, steps_per_epoch // 2)
-    curve: list[tuple[int, float]] = []
-    best: tuple[float, int, dict[str, Any]] | None = None
-    since_best = 0
+    stopping = EarlyStopping(args.patience)
     train_losses: list[float] = []
     started = time.perf_counter()
     step = 0
@@ -276,23 +279,15 @@ def train_heads(
                 if held_t is None or (step % every and step != total):
                     continue
                 value = held_loss(model, held[0], held_t, losses, args)  # type: ignore[index]
-                curve.append((step, round(value, 5)))
-                if best is None or value < best[0]:
-                    kept = {
-                        "guard_top": copy.deepcopy(model.guard_top.state_dict()),
-                        "heads": copy.deepcopy(model.heads.state_dict()),
-                    }
-                    best, since_best = (value, step, kept), 0
-                else:
-                    since_best += 1
-                    if since_best >= args.patience:
-                        break
+                stopping.observe(step, value, lambda: trained_state(model))
+                if stopping.stop:
+                    break
             else:
                 continue
             break
-    if best is not None:
-        model.guard_top.load_state_dict(best[2]["guard_top"])
-        model.heads.load_state_dict(best[2]["heads"])
+    if stopping.best_state is not None:
+        model.guard_top.load_state_dict(stopping.best_state["guard_top"])
+        model.heads.load_state_dict(stopping.best_state["heads"])
     model.eval()
     window = max(1, min(20, len(train_losses) // 4))
     return {
@@ -302,8 +297,8 @@ def train_heads(
         "pos_weight": {k: round(v, 3) for k, v in weights.items()},
         "loss_first": round(float(np.mean(train_losses[:window])), 5),
         "loss_last": round(float(np.mean(train_losses[-window:])), 5),
-        "held_loss": curve,
-        "kept_step": best[1] if best else step,
+        "held_loss": stopping.curve,
+        "kept_step": stopping.best_step if stopping.best_state is not None else step,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -632,19 +627,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--head-lr", type=float, default=2.8e-3)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--category-weight", type=float, default=0.5)
-    parser.add_argument(
-        "--patience",
-        type=int,
-        default=2,
-        help="Stop once the held-out loss has not improved for this many measurements, keeping "
-        "the best weights (0: train every epoch, no held-out loss).",
-    )
-    parser.add_argument(
-        "--eval-every", type=int, default=0, help="Steps between held-out losses (0: half epochs)."
-    )
-    parser.add_argument(
-        "--held-rows", type=int, default=2048, help="Held-out rows the held-out loss is taken on."
-    )
+    add_early_stopping_arguments(parser, patience=2, held_rows=2048, rows="rows")
     parser.add_argument("--per-source", type=int, default=0, help="Most rows per source (0: all).")
     for flag, what in (
         ("--cap", "Train on at most N of a source's rows"),

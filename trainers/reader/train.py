@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from shared.models import registry
+from trainers.data import EarlyStopping, add_early_stopping_arguments
 from trainers.reader.other_documents import Question, closest_other_chunks
 from trainers.reader.splits import DEV_ARTICLES, dev_articles
 from trainers.reader.squad import best, exact, token_f1
@@ -338,8 +339,6 @@ def fit(
     `held` windows and --patience, the loss on them is measured every --eval-every steps and
     training stops once it has not improved for --patience measurements, keeping the best
     weights."""
-    import copy
-
     import torch
 
     rng = random.Random(args.seed)
@@ -388,14 +387,12 @@ def fit(
 
     stop = min(total, args.stop_after) if args.stop_after else total
     every = args.eval_every or max(1, steps_per_epoch // 2)
-    curve: list[tuple[int, float]] = []
-    best: tuple[float, int, dict[str, Any]] | None = None
-    since_best = 0
+    stopping = EarlyStopping(args.patience)
     model.train()
     started = time.perf_counter()
     for epoch in range(args.epochs):
         for batch in batches(features, args.batch_size, rng, args.by_length):
-            if step >= stop or (best is not None and since_best >= args.patience):
+            if step >= stop or stopping.stop:
                 break
             if step < done:  # resuming: the same order, these were trained already
                 step += 1
@@ -419,14 +416,10 @@ def fit(
                 )
             if held and args.patience and (step % every == 0 or step == total):
                 value = held_loss(model, held, pad_id)
-                curve.append((step, round(value, 5)))
                 print(f"step {step}: held-out loss {value:.4f}", flush=True)
-                if best is None or value < best[0]:
-                    best, since_best = (value, step, copy.deepcopy(model.state_dict())), 0
-                else:
-                    since_best += 1
-    if best is not None:
-        model.load_state_dict(best[2])
+                stopping.observe(step, value, model.state_dict)
+    if stopping.best_state is not None:
+        model.load_state_dict(stopping.best_state)
     model.eval()
     window = max(1, min(20, len(losses) // 4))
     return {
@@ -436,8 +429,8 @@ def fit(
         "seconds": round(spent + time.perf_counter() - started, 1),
         "loss_first": round(float(np.mean(losses[:window])), 4) if losses else None,
         "loss_last": round(float(np.mean(losses[-window:])), 4) if losses else None,
-        "held_loss": curve,
-        "kept_step": best[1] if best else step,
+        "held_loss": stopping.curve,
+        "kept_step": stopping.best_step if stopping.best_state is not None else step,
     }
 
 
@@ -874,19 +867,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Batches of windows of similar length (less padding, faster).",
     )
-    parser.add_argument(
-        "--patience",
-        type=int,
-        default=0,
-        help="Stop once the held-out loss has not improved for this many measurements, keeping "
-        "the best weights (0: train every epoch).",
-    )
-    parser.add_argument(
-        "--eval-every", type=int, default=0, help="Steps between held-out losses (0: half epochs)."
-    )
-    parser.add_argument(
-        "--held-rows", type=int, default=300, help="Held-out questions for the held-out loss."
-    )
+    add_early_stopping_arguments(parser, patience=0, held_rows=300, rows="questions")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
     parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")
     parser.add_argument(
