@@ -116,9 +116,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
     def _prepare(
         self, messages: list[Message], engine: Engine | None = None
     ) -> tuple[str, list[int]]:
-        engine = engine or self.engine
-        prompt = engine.render_chat(messages)
-        return prompt, engine.tokenize(prompt, chat=True)
+        return (engine or self.engine).prepare(messages)
 
     async def switch(self, engine: Engine) -> Engine:
         """Serve new requests with `engine` from now on; the old engine finishes the requests
@@ -164,6 +162,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
             prompt_ids=tuple(ids),
             sampling=sampling,
             deadline=time.monotonic() + remaining if remaining is not None else None,
+            messages=tuple(messages),
         )
         matcher = StopMatcher(sampling.stop)
         finish: FinishReason | None = None

@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from shared.models.remote import RemoteServerSettings
 from shared.settings import (
     DEFAULT_PORTS,
     ServiceSettings,
@@ -15,10 +16,10 @@ from shared.settings import (
 )
 
 # The keys of backends.ENGINES (tests/generator/test_validation.py checks that they agree).
-EngineName = Literal["llamacpp", "torch", "triton"]
+EngineName = Literal["llamacpp", "torch", "triton", "openai"]
 
 
-class GeneratorSettings(ServiceSettings):
+class GeneratorSettings(ServiceSettings, RemoteServerSettings):
     service_name: ClassVar[str] = "generator"
     model_config = service_config("generator")
 
@@ -28,8 +29,9 @@ class GeneratorSettings(ServiceSettings):
         "llamacpp",
         description="Inference engine (services/generator/backends): llamacpp (llama-cpp-python "
         "on a GGUF file), torch (Hugging Face transformers on a model directory, with an "
-        "optional LoRA adapter) or triton (a Triton Inference Server, e.g. TensorRT-LLM, over "
-        "gRPC).",
+        "optional LoRA adapter), triton (a Triton Inference Server, e.g. TensorRT-LLM, over "
+        "gRPC) or openai (any server with OpenAI's HTTP API: NIM, vLLM, trtllm-serve, Ollama, "
+        "llama.cpp's servers; the remote_* settings).",
     )
     model: str = Field(
         "",
@@ -63,7 +65,9 @@ class GeneratorSettings(ServiceSettings):
         4096,
         ge=0,
         description="Tokens one request may use, prompt and answer together; 0 uses the "
-        "model's training context. At most the model's.",
+        "model's training context. At most the model's. openai: left unset (or 0), the "
+        "server's figure (vLLM's max_model_len, llama.cpp's n_ctx); set it for a server that "
+        "does not report one (llama-cpp-python's).",
     )
     kv_cache_tokens: int = Field(
         16384,
@@ -113,9 +117,24 @@ class GeneratorSettings(ServiceSettings):
     max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
     tokenizer: str = Field(
         "",
-        description="triton only: the tokenizer and chat template of the model Triton serves, "
+        description="triton and openai: the tokenizer and chat template of the served model, "
         "a Hugging Face model or tokenizer directory or a .gguf file; prompts are rendered and "
-        "tokens counted with it. Empty uses the packaged SmolLM2-135M-Instruct.Q4_1.gguf.",
+        "tokens counted with it. Empty: triton uses the packaged "
+        "SmolLM2-135M-Instruct.Q4_1.gguf, openai counts with the server's tokenize endpoint.",
+    )
+    remote_chat_template: Literal["server", "local"] = Field(
+        "server",
+        description="openai only: server sends the chat to /v1/chat/completions and the server "
+        "applies the model's template; local renders it here with `tokenizer`'s template and "
+        "sends the prompt to /v1/completions.",
+    )
+    remote_sampling_extras: bool = Field(
+        True,
+        description="openai only: also send top_k, min_p (0) and the repetition penalty (as "
+        "repetition_penalty and repeat_penalty), which vLLM, NIM, TGI and llama.cpp's servers "
+        "accept beside OpenAI's fields, so their own defaults (llama-cpp-python: top_k 40, "
+        "repeat_penalty 1.1) do not change answers. false for a server that rejects unknown "
+        "fields; a request asking for top_k or a repetition penalty is then refused.",
     )
     triton_url: str = Field(
         "127.0.0.1:8001",
@@ -173,10 +192,21 @@ class GeneratorSettings(ServiceSettings):
                 "model is set but engine is triton, where Triton loads the model (see "
                 "deploy/triton); set tokenizer to that model's tokenizer instead"
             )
-        if self.tokenizer and self.engine != "triton":
+        if self.model and self.engine == "openai":
             raise ValueError(
-                "tokenizer is set but engine is not triton; the llamacpp and torch engines use "
-                "the tokenizer of the model they load"
+                "model is set but engine is openai, where the server loads the model; set "
+                "remote_model to the name the server knows it by, and tokenizer to its tokenizer"
+            )
+        if self.tokenizer and self.engine not in ("triton", "openai"):
+            raise ValueError(
+                "tokenizer is set but engine is neither triton nor openai; the llamacpp and "
+                "torch engines use the tokenizer of the model they load"
+            )
+        if self.engine == "openai" and self.remote_chat_template == "local" and not self.tokenizer:
+            raise ValueError(
+                "remote_chat_template is local but tokenizer is empty; set tokenizer to the "
+                "served model's tokenizer (HF directory or .gguf), whose chat template renders "
+                "the prompt, or use remote_chat_template server"
             )
         if self.registry_model and (self.model or self.adapter):
             raise ValueError(

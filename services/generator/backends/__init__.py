@@ -24,6 +24,7 @@ ENGINES: dict[str, str] = {
     "llamacpp": "services.generator.backends.llamacpp:LlamaCppEngine",
     "torch": "services.generator.backends.torch:TorchEngine",
     "triton": "services.generator.backends.triton:TritonEngine",
+    "openai": "services.generator.backends.openai:OpenAIEngine",
 }
 
 

@@ -6,8 +6,8 @@ inter-token latency, usage, metrics and gRPC errors. An engine owns the model: r
 chat with the model's template, tokenizing with the model's tokenizer, and streaming the
 answer to one prompt. A call goes:
 
-    prompt = engine.render_chat(messages)            # the model's chat template
-    ids = engine.tokenize(prompt, chat=True)         # counted against context_length
+    prompt, ids = engine.prepare(messages)           # render_chat, then tokenize(chat=True):
+                                                     # the ids count against context_length
     async with contextlib.aclosing(engine.generate(GenerationRequest(...))) as chunks:
         async for chunk in chunks: ...               # text deltas; the last has finish_reason
 
@@ -23,8 +23,8 @@ Rules an engine keeps (the servicer relies on them):
 - Overload is `shared.errors.ResourceExhausted` raised from the first `__anext__`, with a
   message that says what is full; a model or server failure is another `RagrailError`
   (`Unavailable` for a remote engine that cannot be reached).
-- `render_chat` and `tokenize` are blocking and thread-safe; the servicer calls them on a
-  worker thread. `generate` must not block the event loop.
+- `render_chat`, `tokenize` and `prepare` are blocking and thread-safe; the servicer calls
+  them on a worker thread. `generate` must not block the event loop.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ class GenerationRequest:
     prompt_ids: tuple[int, ...]  # `prompt` tokenized by this engine: what a local one decodes
     sampling: Sampling
     deadline: float | None = None  # time.monotonic() after which the answer is useless
+    # The chat as the client sent it, for an engine whose server applies the chat template
+    # itself (openai with remote_chat_template=server); the other engines read `prompt`.
+    messages: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,13 @@ class Engine(ABC):
         """Token ids of `text` with the model's tokenizer. chat=True: `text` came from
         `render_chat`, so its special tokens are parsed and nothing is added that the template
         did not write; chat=False: plain text, no special tokens added (for budgeting)."""
+
+    def prepare(self, messages: list[Message]) -> tuple[str, list[int]]:
+        """The prompt for `messages` and its token ids, as counted against the context
+        window. An engine whose server renders the chat itself overrides this to count the
+        prompt the server will see."""
+        prompt = self.render_chat(messages)
+        return prompt, self.tokenize(prompt, chat=True)
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
