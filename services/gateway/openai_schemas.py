@@ -105,8 +105,9 @@ class ChatCompletionRequest(BaseModel):
         None,
         description="extractive: the reader's answer with its [n]; generative: the "
         "generator's, every sentence checked against the sources; auto: the reader's answer "
-        "when it finds one, else generative, and the extracted sentence when nothing it "
-        "wrote is supported. Default: settings (auto).",
+        "first for the packaged small model, the generator's first for any other "
+        "(chat_auto_first), and the extracted sentence when nothing generated is supported. "
+        "Default: settings (auto).",
     )
     evidence_selection: bool | None = Field(
         None,
@@ -195,6 +196,11 @@ class AnswerReport(BaseModel):
     )
     similarity: float | None = Field(
         None, description="Cosine of the sentence closest to the question (the embedder's)."
+    )
+    auto_first: Literal["reader", "generator"] | None = Field(
+        None,
+        description="answer_mode auto only: who answered first, the reader (the packaged "
+        "small model) or the generator (any other model); RAGRAIL_GATEWAY_CHAT_AUTO_FIRST.",
     )
 
 

@@ -8,6 +8,16 @@ from pydantic import Field
 
 from shared.settings import DEFAULT_PORTS, RagrailSettings, port_field, service_config
 
+# Models too small to answer better than the extractive reader (COVID-QA, docs/benchmarks.md):
+# the packaged SmolLM2-135M-Instruct, and the names trainers/generator gives models trained
+# from it.
+READER_FIRST_MODELS = (
+    "smollm2-135m",
+    "smollm2-grounded",
+    "smollm2-distilled",
+    "smollm2-evidence",
+)
+
 
 def _local(service: str) -> str:
     return f"127.0.0.1:{DEFAULT_PORTS[service][0]}"
@@ -201,8 +211,23 @@ class GatewaySettings(RagrailSettings):
         description="How a grounded chat answers when the request does not say (answer_mode): "
         "extractive, the reader's sentence with its [n]; generative, the generator's answer "
         "from the selected evidence, sentence by sentence checked against the sources; auto, "
-        "the reader's answer when it finds one (chat_auto_extract_margin), else generative, "
-        "falling back to the extracted sentence when nothing generated is supported.",
+        "reader first or generator first as chat_auto_first decides, the extracted sentence "
+        "answering whenever nothing generated is supported.",
+    )
+    chat_auto_first: Literal["model", "reader", "generator"] = Field(
+        "model",
+        description="What answers first in auto mode. reader: the reader's answer when it "
+        "finds one (chat_auto_extract_margin), else the generator's; generator: the "
+        "generator's grounded answer, the reader's only when no generated sentence is "
+        "supported; model: reader for a generator whose model (its Info) is in "
+        "chat_reader_first_models (the packaged SmolLM2-135M and models trained from it), "
+        "generator for any other model, e.g. one behind a model server.",
+    )
+    chat_reader_first_models: list[str] = Field(
+        default_factory=lambda: list(READER_FIRST_MODELS),
+        description="With chat_auto_first=model: generator models answered reader first, as "
+        "parts of the model name the generator reports (case-insensitive; a file name, a "
+        "registry name or a server's model id all match). Add a small model of your own.",
     )
     chat_evidence_selection: bool = Field(
         True,
@@ -294,17 +319,17 @@ class GatewaySettings(RagrailSettings):
         0.0,
         ge=-1,
         le=1.01,
-        description="In auto mode, the reader's margin (answer minus no-answer probability) "
-        "from which its extract answers without generating; below it the generator writes "
-        "from the evidence (1.01: always generate first). The extract is exact, cited and "
-        "about as good as SmolLM2-135M's grounded answer on COVID-QA, at a quarter of the "
-        "time (docs/benchmarks.md).",
+        description="In auto mode with the reader first, the reader's margin (answer minus "
+        "no-answer probability) from which its extract answers without generating; below it "
+        "the generator writes from the evidence (1.01: always generate first). The extract is "
+        "exact, cited and about as good as SmolLM2-135M's grounded answer on COVID-QA, at a "
+        "quarter of the time (docs/benchmarks.md).",
     )
     chat_stop_at_unsupported: bool = Field(
         True,
-        description="In auto mode, end the generation at the first sentence no source "
-        "supports (the extracted sentence answers if none came before): a small model seldom "
-        "gets back on track, and the rest would cost time for nothing.",
+        description="In auto mode with the reader first, end the generation at the first "
+        "sentence no source supports (the extracted sentence answers if none came before): a "
+        "small model seldom gets back on track, and the rest would cost time for nothing.",
     )
     chat_abstain_reader_margin: float = Field(
         0.0,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+
+import grpc
 
 from shared.clients.base import TypedClient
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
@@ -86,8 +89,11 @@ def _messages(messages: Sequence[Message]) -> list[common_pb2.ChatMessage]:
 
 
 class GeneratorClient(TypedClient[generator_pb2_grpc.GeneratorStub]):
-    """The generator, with its Info cached per connection: asked once, asked again after a
-    reconnect or when a CountTokens reply shows another context length (a SIGHUP reload)."""
+    """The generator, with its Info cached per connection: asked again after a reconnect or
+    while the channel is not connected, when a CountTokens reply shows another context
+    length, and at least every
+    `info_max_age_s` (a SIGHUP reload may swap the model and keep the context length, and the
+    gateway's answer mode follows the model)."""
 
     service = "generator"
     stub_cls = generator_pb2_grpc.GeneratorStub
@@ -99,15 +105,25 @@ class GeneratorClient(TypedClient[generator_pb2_grpc.GeneratorStub]):
         timeout_s: float = 120.0,
         info_timeout_s: float = 30.0,
         connect_timeout_s: float = 3.0,
+        info_max_age_s: float = 10.0,
     ) -> None:
         super().__init__(target, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
         self.info_timeout_s = info_timeout_s
+        self.info_max_age_s = info_max_age_s
         self._info: GeneratorInfo | None = None
+        self._info_at = 0.0
 
     def reconnected(self) -> None:
         self._info = None
 
     async def info(self) -> GeneratorInfo:
+        if self._info is not None and (
+            time.monotonic() - self._info_at > self.info_max_age_s
+            # Not connected now: the peer went away, and whoever answers next may serve
+            # another model (the reconnect watcher would notice only after this call).
+            or self.rpc.channel.get_state() != grpc.ChannelConnectivity.READY
+        ):
+            self._info = None
         if self._info is None:
             self.rpc.watch_connection()
             reply: generator_pb2.GeneratorInfo = await self.rpc.call(
@@ -119,6 +135,7 @@ class GeneratorClient(TypedClient[generator_pb2_grpc.GeneratorStub]):
                 context_length=reply.context_length,
                 max_output_tokens=reply.max_output_tokens,
             )
+            self._info_at = time.monotonic()
         return self._info
 
     async def count_tokens(

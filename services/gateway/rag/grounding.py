@@ -35,27 +35,47 @@ ANAPHORA = frozenset(
 
 
 AnswerMode = Literal["extractive", "generative", "auto"]
+AutoFirst = Literal["reader", "generator"]
+
+
+def auto_first(setting: str, reader_first_models: Sequence[str], model: str) -> AutoFirst:
+    """Who answers first in auto mode: the setting (chat_auto_first) when it names one; for
+    `model`, the reader when the generator's model (as its Info names it: a path, a
+    registry name, a model server's id) contains one of `reader_first_models`, else the
+    generator. A model the packaged 135M outdoes nothing for deserves to write the answer;
+    the reader stays the fallback when nothing it writes is supported."""
+    if setting in ("reader", "generator"):
+        return setting  # type: ignore[return-value]
+    name = model.lower()
+    small = any(part.lower() in name for part in reader_first_models if part)
+    return "reader" if small else "generator"
 
 
 @dataclass(frozen=True, slots=True)
 class GroundingOptions:
-    """How a grounded chat answers, decided once from the request and the settings."""
+    """How a grounded chat answers, decided once from the request, the settings and the
+    generator's model."""
 
     mode: AnswerMode
     evidence_selection: bool  # the prompt holds selected sentences, not whole chunks
     enabled: bool  # citations checked and attributed, unsupported sentences handled, abstention
     unsupported: Literal["drop", "mark"]
     auto_extract_margin: float = 0.0  # auto: the reader's margin from which it answers alone
+    first: AutoFirst = "reader"  # auto: who answers first (auto_first)
 
     @property
     def needs_evidence(self) -> bool:
         return self.evidence_selection or self.enabled or self.mode != "generative"
 
+    @property
+    def reader_first(self) -> bool:
+        return self.mode == "auto" and self.first == "reader"
+
     @classmethod
-    def of(cls, req: Any, settings: Any) -> GroundingOptions:
+    def of(cls, req: Any, settings: Any, generator_model: str = "") -> GroundingOptions:
         """From a ChatCompletionRequest's answer_mode, evidence_selection and
         enable_grounding (None: the settings' chat_answer_mode, chat_evidence_selection,
-        true)."""
+        true), and the model the generator serves (auto's order)."""
         mode = req.answer_mode or settings.chat_answer_mode
         enabled = True if req.enable_grounding is None else req.enable_grounding
         return cls(
@@ -69,6 +89,9 @@ class GroundingOptions:
             enabled=enabled or mode != "generative",
             unsupported=settings.chat_unsupported,
             auto_extract_margin=settings.chat_auto_extract_margin,
+            first=auto_first(
+                settings.chat_auto_first, settings.chat_reader_first_models, generator_model
+            ),
         )
 
 

@@ -66,7 +66,10 @@ class ChatOptions:
         *,
         reranker: bool,
         guardrails: bool,
+        generator: GeneratorInfo | None = None,
     ) -> ChatOptions:
+        """`generator`: the generator's Info as of this request (its model decides auto's
+        order, GroundingOptions.of)."""
         rewrite = req.enable_query_rewriting
         if rewrite is None:
             rewrite = settings.chat_query_rewriting == "history"
@@ -86,7 +89,7 @@ class ChatOptions:
             citations=req.enable_citations,
             stream=req.stream,
             include_usage=bool(req.stream_options and req.stream_options.include_usage),
-            grounding=GroundingOptions.of(req, settings),
+            grounding=GroundingOptions.of(req, settings, generator.model if generator else ""),
         )
 
 

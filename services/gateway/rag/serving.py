@@ -51,14 +51,16 @@ class ChatServing:
 
     async def prepare(self, req: ChatCompletionRequest) -> ChatState:
         started = time.perf_counter()
+        # Cached by the client; asked again after a reconnect or a model change (a reload).
+        info = await self.services.generator.info()
         options = ChatOptions.of(
             req,
             self.settings,
             reranker=self.services.reranker is not None,
             guardrails=self.services.guardrails is not None,
+            generator=info,
         )
         deadline = Deadline(self.settings.generation_timeout_s)
-        info = await self.services.generator.info()
         chat = ChatState(
             id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
             created=int(time.time()),

@@ -5,9 +5,13 @@
                              is checked against the sources: cited by the model when its
                              citation holds, else attributed to the source that supports it
                              best (and the answer says so), else dropped or marked
-                 auto        extractive when the reader finds an answer (margin from
-                             chat_auto_extract_margin), else generative, and when no sentence
-                             is supported, the extracted sentence instead (the default)
+                 auto        (the default) reader first or generator first, as
+                             chat_auto_first decides from the generator's model:
+                             reader first (the packaged SmolLM2-135M): extractive when
+                             the reader finds an answer (chat_auto_extract_margin), else
+                             generative; generator first (any other model): generative.
+                             Either way, when no generated sentence is supported, the
+                             extracted sentence instead
 
 Before any of them, `DecideAbstention` asks whether the sources hold an answer at all: when
 no sentence is even related to the question, or the reader finds no span more likely than
@@ -62,6 +66,9 @@ def _report(chat: ChatState) -> AnswerReport:
         chat.answer_report = AnswerReport(
             mode="generative",
             reader_margin=None if chat.reading is None else round(chat.reading.margin, 4),
+            auto_first=(
+                chat.options.grounding.first if chat.options.grounding.mode == "auto" else None
+            ),
             similarity=(
                 round(max(chat.evidence.cosine), 4)
                 if chat.evidence is not None and chat.evidence.cosine
@@ -225,15 +232,14 @@ class GroundedGenerate:
             pass
 
     async def stream(self, chat: ChatState) -> AsyncIterator[str]:
-        """Each generated sentence once it is complete and supported. In auto mode (with
-        chat_stop_at_unsupported) the first sentence left out for want of support ends the
-        generation: a small model seldom gets back on track, and its time goes to nothing."""
+        """Each generated sentence once it is complete and supported. In auto mode with the
+        reader first (and chat_stop_at_unsupported) the first sentence left out for want of
+        support ends the generation: a small model seldom gets back on track, and its time
+        goes to nothing. A model answering first writes on; what is unsupported is dropped."""
         kept: list[str] = []
         buffer = ""
         count = 0
-        stop_early = (
-            chat.options.grounding.mode == "auto" and self.settings.chat_stop_at_unsupported
-        )
+        stop_early = chat.options.grounding.reader_first and self.settings.chat_stop_at_unsupported
         stopped = False
         started = time.perf_counter()
         pieces = self.generate.stream(chat)
@@ -293,12 +299,12 @@ class Answerers:
 
     @staticmethod
     def extracts(chat: ChatState) -> bool:
-        """Extractive mode, or auto with a reader sure enough of its answer."""
+        """Extractive mode, or auto with the reader first and sure enough of its answer."""
         g = chat.options.grounding
         if g.mode == "extractive":
             return True
         return (
-            g.mode == "auto"
+            g.reader_first
             and chat.reading is not None
             and chat.reading.margin >= g.auto_extract_margin
         )
