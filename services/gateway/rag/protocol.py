@@ -164,5 +164,10 @@ class ChatState:
 
 
 def model_id(info: GeneratorInfo) -> str:
-    """A model name a client can show: the file or directory name, not the whole path."""
+    """A model name a client can show: the file or directory name, not the whole path; for a
+    model behind a server ("name@http://host/v1", the openai engine), the name the server
+    gives it ("meta/llama-3.1-8b-instruct"), or its file name when that is a path."""
+    name, at, where = info.model.rpartition("@")
+    if at and "://" in where:
+        return (PurePath(name).name if name.startswith("/") else name) or info.backend
     return PurePath(info.model).name or info.backend
