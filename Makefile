@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install pytriton-env up test lint bench bench-generator bench-rag bench-answers bench-guardrails proto clean compose-up compose-down
+.PHONY: install pytriton-env infinity-env up test lint bench bench-generator bench-rag bench-answers bench-guardrails proto clean compose-up compose-down
 
 install: $(STAMP)
 
@@ -51,6 +51,21 @@ $(PYTRITON_VENV)/.installed: $(PYTRITON_REQUIREMENTS) | $(STAMP)
 		--find-links $(LLAMA_WHEELS) -r $(PYTRITON_REQUIREMENTS)
 	touch $@
 
+# The test embeddings/rerank server's own environment (tests/infinity_peer): infinity-emb
+# serves /v1/embeddings and /v1/rerank from local model directories but pins numpy<2 and
+# huggingface-hub<1, which .venv cannot hold. torch comes as the CPU wheel (the requirements
+# pin it exactly). About two and a half minutes on 2 cores, 1.4 GB.
+INFINITY_VENV := .venv-infinity
+INFINITY_REQUIREMENTS := tests/infinity_peer/requirements.txt
+
+infinity-env: $(INFINITY_VENV)/.installed
+
+$(INFINITY_VENV)/.installed: $(INFINITY_REQUIREMENTS) | $(STAMP)
+	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/python -m pip --disable-pip-version-check install \
+		-r $(INFINITY_REQUIREMENTS)
+	touch $@
+
 # One line per stage with its time: install here, then start, ingest and answer (ragrail up).
 up:
 	@start=$$(date +%s); $(MAKE) --no-print-directory install \
@@ -70,7 +85,7 @@ compose-up: install
 compose-down:
 	$(COMPOSE) --profile '*' down
 
-test: install pytriton-env lint
+test: install pytriton-env infinity-env lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 lint: install
@@ -96,4 +111,4 @@ proto: install
 	$(PY) -m shared.proto.codegen
 
 clean:
-	rm -rf $(VENV) $(PYTRITON_VENV) data
+	rm -rf $(VENV) $(PYTRITON_VENV) $(INFINITY_VENV) data

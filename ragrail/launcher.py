@@ -86,6 +86,8 @@ def reranker_not_startable() -> str:
     ranks worse than the first stage it reranks is left out too, since it would make every
     search worse (a configured one is the user's call)."""
     choice = RerankerChoice()
+    if choice.remote:
+        return ""  # a model server scores; the service says at start if it cannot reach it
     try:
         model = find_reranker(choice.model, choice.models_dir, choice.backend, choice.required_file)
     except FailedPrecondition:

@@ -1,5 +1,5 @@
 """The embedding model `RAGRAIL_EMBEDDER_BACKEND` names, built from the settings; the models
-themselves are shared/models/encoder.py's."""
+themselves are shared/models/encoder.py's, and remote_encoder.py's for a model server."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from shared.models.encoder import (
     TorchEncoder,
     packaged_minilm,
 )
+from shared.models.remote import RemoteServer
+from shared.models.remote_encoder import RemoteEncoder
 from shared.models.service import load_model, onnx_on_cpu
 
 
@@ -51,9 +53,25 @@ def onnx(settings: EmbedderSettings) -> Encoder:
     )
 
 
+def openai(settings: EmbedderSettings) -> Encoder:
+    """Any OpenAI-compatible /v1/embeddings server at RAGRAIL_EMBEDDER_REMOTE_URL; the start
+    probes it for the model's name and dimension."""
+    return RemoteEncoder(
+        RemoteServer(settings, "embedder"),
+        batch_size=settings.remote_batch_size,
+        concurrency=settings.remote_concurrency,
+        input_type=settings.remote_input_type,
+        truncate=settings.remote_truncate,
+        tokenizer=settings.remote_tokenizer,
+        max_length=settings.max_length,
+        normalize=settings.normalize,
+    )
+
+
 BACKENDS: dict[str, Callable[[EmbedderSettings], Encoder]] = {
     "sentence-transformers": sentence_transformers,
     "onnx": onnx,
+    "openai": openai,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import grpc
@@ -11,7 +12,8 @@ from services.embedder.backends import load_backend
 from services.embedder.settings import EmbedderSettings
 from shared.batching import MicroBatcher
 from shared.errors import InvalidArgument
-from shared.models.encoder import Encoder
+from shared.models.encoder import Encoder, InputType
+from shared.models.remote_encoder import RemoteEncoder
 from shared.models.service import ModelServicer, build_model_service
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
 from shared.server import Built
@@ -25,12 +27,19 @@ class EmbedderServicer(
 
     def __init__(self, backend: Encoder, settings: EmbedderSettings) -> None:
         super().__init__(backend, settings)
-        self._batcher: MicroBatcher[str, np.ndarray] = MicroBatcher(
-            self._embed_batch, max_items=settings.batch_size, wait_s=settings.coalesce_ms / 1000
-        )
+        # One batcher per input type: a remote model may be told which it embeds (NIM's
+        # input_type), so queries and passages never share a forward pass.
+        self._batchers: dict[InputType, MicroBatcher[str, np.ndarray]] = {
+            kind: MicroBatcher(
+                partial(self._embed_batch, kind),
+                max_items=settings.batch_size,
+                wait_s=settings.coalesce_ms / 1000,
+            )
+            for kind in ("query", "passage")
+        }
 
-    async def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        return await self.run(self.backend.embed, texts)  # type: ignore[no-any-return]
+    async def _embed_batch(self, input_type: InputType, texts: list[str]) -> np.ndarray:
+        return await self.run(self.backend.embed_for, texts, input_type)  # type: ignore[no-any-return]
 
     def _check_count(self, texts: object) -> None:
         count = len(texts)  # type: ignore[arg-type]
@@ -48,18 +57,17 @@ class EmbedderServicer(
             raise InvalidArgument("texts is empty; send at least one text to embed")
         self._check_count(texts)
         self.check_texts(texts, "texts[{i}]")
-        prefix = (
-            self.settings.query_prefix
-            if request.input_type == embedder_pb2.INPUT_TYPE_QUERY
-            else self.settings.passage_prefix
+        kind: InputType = (
+            "query" if request.input_type == embedder_pb2.INPUT_TYPE_QUERY else "passage"
         )
+        prefix = self.settings.query_prefix if kind == "query" else self.settings.passage_prefix
         if prefix:
             texts = [prefix + t for t in texts]
         if len(texts) >= self.settings.batch_size:
             # Already a full batch: sorting by length inside encode beats coalescing.
-            vectors = await self.run(self.backend.embed, texts)
+            vectors = await self.run(self.backend.embed_for, texts, kind)
         else:
-            vectors = np.stack(await self._batcher.submit(texts))
+            vectors = np.stack(await self._batchers[kind].submit(texts))
         total_tokens = await self.run(self.backend.count_tokens, texts)
         return embedder_pb2.EmbedResponse(
             embeddings=[embedder_pb2.Embedding(values=row) for row in vectors.tolist()],
@@ -83,8 +91,9 @@ class EmbedderServicer(
     async def Info(
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> embedder_pb2.EmbedderInfo:
+        details = self.backend.details() if isinstance(self.backend, RemoteEncoder) else {}
         return embedder_pb2.EmbedderInfo(
-            service=self.service_info(),
+            service=self.service_info(**details),
             dimension=self.backend.dimension,
             max_length=self.backend.max_length,
             normalized=self.backend.normalized,
@@ -96,8 +105,10 @@ class EmbedderServicer(
         return {"model": self.backend.model_name, "dimension": self.backend.dimension}
 
     async def close(self) -> None:
-        await self._batcher.close()
+        for batcher in self._batchers.values():
+            await batcher.close()
         await super().close()
+        self.backend.close()
 
 
 async def build(settings: EmbedderSettings) -> Built:

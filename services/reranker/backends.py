@@ -1,5 +1,6 @@
 """The cross-encoder `RAGRAIL_RERANKER_BACKEND` names, on the configured model directory or
-the newest trained one; the models themselves are shared/models/cross_encoder.py's."""
+the newest trained one, or on a model server; the models themselves are
+shared/models/cross_encoder.py's and remote_ranker.py's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from shared.models.cross_encoder import (
     TorchCrossEncoder,
     find_reranker,
 )
+from shared.models.remote import RemoteServer
+from shared.models.remote_ranker import NimRanker, RerankRanker
 from shared.models.service import load_model, onnx_on_cpu
 
 
@@ -47,9 +50,31 @@ def onnx(settings: RerankerSettings) -> CrossEncoder:
     )
 
 
+def rerank(settings: RerankerSettings) -> CrossEncoder:
+    """A /rerank server (TEI, infinity, Cohere, ...) at RAGRAIL_RERANKER_REMOTE_URL."""
+    return RerankRanker(
+        RemoteServer(settings, "reranker"),
+        field=settings.remote_documents_field,
+        batch_size=settings.remote_batch_size,
+        max_length=settings.max_length,
+    )
+
+
+def nim(settings: RerankerSettings) -> CrossEncoder:
+    """NVIDIA NIM's /v1/ranking at RAGRAIL_RERANKER_REMOTE_URL (ending in /v1)."""
+    return NimRanker(
+        RemoteServer(settings, "reranker"),
+        truncate=settings.remote_truncate,
+        batch_size=settings.remote_batch_size,
+        max_length=settings.max_length,
+    )
+
+
 BACKENDS: dict[str, Callable[[RerankerSettings], CrossEncoder]] = {
     "sentence-transformers": sentence_transformers,
     "onnx": onnx,
+    "rerank": rerank,
+    "nim": nim,
 }
 
 

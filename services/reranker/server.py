@@ -12,6 +12,7 @@ from services.reranker.backends import load_backend
 from services.reranker.settings import RerankerSettings
 from shared.errors import InvalidArgument
 from shared.models.cross_encoder import CrossEncoder
+from shared.models.remote_ranker import RemoteRanker
 from shared.models.service import ModelServicer, build_model_service
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from shared.server import Built
@@ -68,10 +69,15 @@ class RerankerServicer(
     async def Info(
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.RerankerInfo:
+        details = self.backend.details() if isinstance(self.backend, RemoteRanker) else {}
         return reranker_pb2.RerankerInfo(
-            service=self.service_info(max_passages=str(self.settings.max_passages)),
+            service=self.service_info(max_passages=str(self.settings.max_passages), **details),
             max_length=self.backend.max_length,
         )
+
+    async def close(self) -> None:
+        await super().close()
+        self.backend.close()
 
 
 async def build(settings: RerankerSettings) -> Built:

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from shared.models.settings import RERANKER_MODELS_DIR, RERANKER_ONNX_FILE, ModelServiceSettings
+from shared.models.remote import RemoteServerSettings
+from shared.models.settings import (
+    DEFAULT_BACKEND,
+    REMOTE_BACKENDS,
+    RERANKER_MODELS_DIR,
+    RERANKER_ONNX_FILE,
+    ModelServiceSettings,
+    RerankerBackend,
+)
 from shared.settings import DEFAULT_PORTS, metrics_port_field, port_field, service_config
 
 
-class RerankerSettings(ModelServiceSettings):
+class RerankerSettings(ModelServiceSettings, RemoteServerSettings):
     service_name: ClassVar[str] = "reranker"
     model_config = service_config("reranker")
+
+    backend: RerankerBackend = Field(
+        DEFAULT_BACKEND,
+        description="Model runtime: sentence-transformers (PyTorch), onnx (onnxruntime on CPU, "
+        "on the model directory's `onnx_file`), or a model server at "
+        "RAGRAIL_RERANKER_REMOTE_URL: rerank (POST {url}/rerank: TEI, infinity, Cohere, vLLM, "
+        "llama.cpp's server) or nim (POST {url}/ranking: NVIDIA NIM, url ending in /v1).",
+    )
 
     port: int = port_field(DEFAULT_PORTS["reranker"][0])
     metrics_port: int = metrics_port_field(DEFAULT_PORTS["reranker"][1])
@@ -33,6 +49,29 @@ class RerankerSettings(ModelServiceSettings):
         "model_int8.onnx (INT8 weights, written by `python -m trainers.quantize reranker`).",
     )
     max_passages: int = Field(1000, ge=1, description="Most passages accepted in one request.")
+    # The remote backends' own; RemoteServerSettings holds the URL, model, key and retries.
+    remote_batch_size: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="rerank and nim backends: most passages in one request to the server; "
+        "more are split into several (each passage is scored on its own).",
+    )
+    remote_documents_field: Literal["documents", "texts"] = Field(
+        "documents",
+        description="rerank backend: the request's field for the passages: documents "
+        "(infinity, Cohere, vLLM, llama.cpp's server) or texts (TEI).",
+    )
+    remote_truncate: Literal["", "NONE", "END"] = Field(
+        "",
+        description="nim backend: NIM's `truncate` for pairs longer than the model reads "
+        '(NONE rejects them, END cuts the passage); "" sends none (NIM\'s default, NONE).',
+    )
+
+    @property
+    def remote(self) -> bool:
+        """Whether a model server scores (no local model directory)."""
+        return self.backend in REMOTE_BACKENDS
 
     @property
     def required_file(self) -> str:

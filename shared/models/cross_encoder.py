@@ -59,6 +59,9 @@ class CrossEncoder(ABC):
         """One score per passage against `query`, in input order."""
         return self.predict([(query, p) for p in passages])
 
+    def close(self) -> None:  # noqa: B027 - a hook: local models hold nothing to release
+        """Releases what the model holds beyond memory (a model server's connections)."""
+
 
 def check_max_length(requested: int, model_max: int, positions: int | None) -> int:
     """The token limit to truncate pairs to: the setting, else the model's own."""

@@ -19,7 +19,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from shared.models.runtime import read_json
 PACKAGED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 POOLING_MODES = ("mean", "cls", "max")
 SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
+InputType = Literal["query", "passage"]
 
 
 @dataclass
@@ -52,6 +53,12 @@ class Encoder(ABC):
     def embed(self, texts: list[str]) -> np.ndarray:
         """float32 array of shape (len(texts), dimension), in input order."""
 
+    def embed_for(self, texts: list[str], input_type: InputType) -> np.ndarray:
+        """`embed` for queries or for passages. A local model tells them apart only by the
+        prefixes the service puts before the texts; a remote one may have to be told (NIM's
+        `input_type`), and overrides this."""
+        return self.embed(texts)
+
     @abstractmethod
     def tokenize(self, texts: list[str]) -> list[TokenOffsets]:
         """Character offsets of each token, special tokens excluded, no truncation."""
@@ -59,6 +66,9 @@ class Encoder(ABC):
     @abstractmethod
     def count_tokens(self, texts: list[str]) -> int:
         """Tokens the model sees for these texts after truncation, special tokens included."""
+
+    def close(self) -> None:  # noqa: B027 - a hook: local models hold nothing to release
+        """Releases what the encoder holds beyond memory (a model server's connections)."""
 
 
 def offsets_of(tokenizer: Any, texts: list[str]) -> list[TokenOffsets]:

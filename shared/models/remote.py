@@ -66,7 +66,7 @@ class RemoteServerSettings(BaseModel):
     )
     remote_headers: dict[str, str] = Field(
         default_factory=dict,
-        description='Extra HTTP headers for every request, as JSON in the environment, e.g. '
+        description="Extra HTTP headers for every request, as JSON in the environment, e.g. "
         '{"NVCF-FUNCTION-ID": "..."}; values are never logged.',
     )
     remote_timeout_s: float = Field(
@@ -209,7 +209,7 @@ class RemoteServer:
         while True:
             try:
                 return send()
-            except Exception as exc:  # noqa: BLE001 - mapped below
+            except Exception as exc:  # mapped below
                 wait = self._next_wait(exc, attempt, deadline)
                 if wait is None:
                     raise self.error_for(exc, what) from exc
@@ -224,12 +224,32 @@ class RemoteServer:
         while True:
             try:
                 return await send()
-            except Exception as exc:  # noqa: BLE001 - mapped below
+            except Exception as exc:  # mapped below
                 wait = self._next_wait(exc, attempt, deadline)
                 if wait is None:
                     raise self.error_for(exc, what) from exc
                 attempt += 1
                 await asyncio.sleep(wait)
+
+    def first_model(self, client: httpx.Client) -> str:
+        """REMOTE_MODEL, else the first model the server's /models lists (OpenAI's {"data":
+        [{"id"}]}); a server that lists none needs REMOTE_MODEL set."""
+        if self.model:
+            return self.model
+
+        def send() -> Any:
+            response = client.get(self.url("models"))
+            response.raise_for_status()
+            return response.json()
+
+        body = self.call(send, "its model list (/models)")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not data or not isinstance(data[0], dict) or not data[0].get("id"):
+            raise FailedPrecondition(
+                f"the {self.service}'s model server at {self.base_url} lists no model at "
+                f"/models; set {self.setting_prefix}REMOTE_MODEL to the model it serves"
+            )
+        return str(data[0]["id"])
 
     def _next_wait(self, exc: Exception, attempt: int, deadline: float | None) -> float | None:
         if attempt >= self.retries or not self.retryable(exc):

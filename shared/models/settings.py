@@ -2,7 +2,8 @@
 `ragrail up` reads on its own to tell whether a service can start.
 
 `ModelServiceSettings` holds what both model services have: a backend (sentence-transformers
-on PyTorch, or onnx), a model, the ONNX file, a device, batch and input limits. The choice
+on PyTorch, onnx, or a remote model server), a model, the ONNX file, a device, batch and input
+limits; each service narrows `backend` to the ones it has. The choice
 classes below read only a service's model fields, from the same environment variables and
 YAML section as the service; the service's own settings class validates the rest when it
 starts. Defaults both sides share are the constants here.
@@ -17,8 +18,14 @@ from pydantic_settings import SettingsConfigDict
 
 from shared.settings import RagrailSettings, ServiceSettings
 
-Backend = Literal["sentence-transformers", "onnx"]
-DEFAULT_BACKEND: Backend = "sentence-transformers"
+# Local runtimes, then the remote ones: the embedder's `openai` (any /v1/embeddings server) and
+# the reranker's `rerank` (TEI, infinity, Cohere: POST /rerank) and `nim` (NIM's /v1/ranking).
+LocalBackend = Literal["sentence-transformers", "onnx"]
+EmbedderBackend = Literal["sentence-transformers", "onnx", "openai"]
+RerankerBackend = Literal["sentence-transformers", "onnx", "rerank", "nim"]
+Backend = Literal["sentence-transformers", "onnx", "openai", "rerank", "nim"]
+REMOTE_BACKENDS: frozenset[str] = frozenset({"openai", "rerank", "nim"})
+DEFAULT_BACKEND: LocalBackend = "sentence-transformers"
 # The reranker's: trainers.reranker --export-onnx writes only model.onnx (FP32), so the default
 # loads a freshly trained model; model_int8.onnx needs `python -m trainers.quantize reranker`.
 RERANKER_ONNX_FILE = "model.onnx"
@@ -31,7 +38,7 @@ class ModelServiceSettings(ServiceSettings):
     backend: Backend = Field(
         DEFAULT_BACKEND,
         description="Model runtime: sentence-transformers (PyTorch) or onnx (onnxruntime on "
-        "CPU, on the model directory's `onnx_file`).",
+        "CPU, on the model directory's `onnx_file`); each service adds its remote backends.",
     )
     model: str = Field("", description="Path to the model directory.")
     onnx_file: str = Field(
@@ -53,12 +60,13 @@ class ModelServiceSettings(ServiceSettings):
 
 class RerankerChoice(RagrailSettings):
     """The reranker's model settings alone (RAGRAIL_RERANKER_BACKEND, _MODEL, _ONNX_FILE,
-    _MODELS_DIR)."""
+    _MODELS_DIR). A remote backend (`remote`) needs no model directory: its model lives on
+    the model server RAGRAIL_RERANKER_REMOTE_URL names."""
 
     service_name: ClassVar[str] = "reranker"
     model_config = SettingsConfigDict(env_prefix="RAGRAIL_RERANKER_", extra="ignore")
 
-    backend: Backend = DEFAULT_BACKEND
+    backend: RerankerBackend = DEFAULT_BACKEND
     model: str = ""
     onnx_file: str = RERANKER_ONNX_FILE
     models_dir: str = RERANKER_MODELS_DIR
@@ -67,6 +75,11 @@ class RerankerChoice(RagrailSettings):
     def required_file(self) -> str:
         """The file the backend loads: the ONNX file, or config.json for PyTorch."""
         return self.onnx_file if self.backend == "onnx" else "config.json"
+
+    @property
+    def remote(self) -> bool:
+        """Whether the backend is a model server's (no local model directory to find)."""
+        return self.backend in REMOTE_BACKENDS
 
 
 class GuardrailsChoice(RagrailSettings):
