@@ -6,8 +6,13 @@ layout (`documents.jsonl`, `questions/test.jsonl`).
     python bench/answers.py --configs today,baseline,default --max-tokens 96
     python bench/answers.py --configs today:60,baseline,default   # today's slow pipeline on 60
     python bench/answers.py --gateway http://127.0.0.1:8080   # a running suite, as configured
+    python bench/answers.py --config examples/vllm.yaml --configs default,chunks,baseline
+    python bench/answers.py --env RAGRAIL_GENERATOR_ENGINE=openai \
+        --env RAGRAIL_GENERATOR_REMOTE_URL=http://127.0.0.1:8000/v1   # any remote generator
 
-It starts the suite on free ports (as `ragrail up` would, plus `--env` settings), ingests the
+It starts the suite on free ports (as `ragrail up` would, with the `--config` YAML file as
+RAGRAIL_CONFIG and `--env` settings on top: any generator, embedder or reranker, local or
+behind a model server, docs/model-servers.md), ingests the
 articles through the gateway into two collections, one with every article and one without
 the `--holdout` held-out test articles, and asks through `/v1/chat/completions` (streamed,
 one at a time, `temperature` 0):
@@ -54,6 +59,7 @@ from tqdm import tqdm
 from bench.common import REPO, SHARED_DATA, percentiles, running_suite
 from ragrail.client import GatewayClient
 from shared.models.reader import sentence_spans
+from shared.settings import CONFIG_ENV
 from trainers.reader.splits import dev_articles
 from trainers.reader.squad import best, contained, exact, token_f1
 
@@ -88,6 +94,8 @@ CONFIGS: dict[str, Config] = {
     "generative": Config(
         "answer_mode generative (selected evidence)", {"answer_mode": "generative"}
     ),
+    # Grounded, with whole chunks in the prompt: what a large model behind a server may use.
+    "chunks": Config("gateway defaults, whole chunks", {"evidence_selection": False}),
     "auto": Config("answer_mode auto", {"answer_mode": "auto"}),
     # How many retrieved chunks the reader and the evidence selection see (default 4).
     "chunks6": Config("gateway defaults, 6 chunks", {"reranker_top_k": 6}),
@@ -397,7 +405,8 @@ def ingest(client: GatewayClient, name: str, docs: list[dict], batch: int = 8) -
 
 def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table:
     title = (
-        f"Answers: {args.data.name} {args.split}, {results[0][1]['n']} answerable questions, "
+        f"Answers ({args.generator}): {args.data.name} {args.split}, "
+        f"{results[0][1]['n']} answerable questions, "
         f"{max(r['n_unanswerable'] for _, r in results)} unanswerable "
         f"({args.holdout} held-out articles), max_tokens {args.max_tokens}"
     )
@@ -437,6 +446,33 @@ def table(results: list[tuple[Config, dict]], args: argparse.Namespace) -> Table
     return t
 
 
+def generator_model(client: GatewayClient) -> str:
+    """The chat model as the gateway names it (/v1/models), so each table says what it
+    measured."""
+    reply = client.http.get("/v1/models")
+    reply.raise_for_status()
+    models = reply.json()["data"]
+    return next((m["id"] for m in models if m.get("service") == "generator"), "unknown")
+
+
+def suite_env(args: argparse.Namespace) -> dict[str, str]:
+    """The settings of the suite this run starts: --config as RAGRAIL_CONFIG, --env on top,
+    each checked before anything starts."""
+    env = keep_index_env(args.keep_index)
+    if args.config:
+        if not args.config.is_file():
+            raise SystemExit(f"--config {args.config} is not a file")
+        env[CONFIG_ENV] = str(args.config.resolve())
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(
+                f"--env {item!r}: expected NAME=VALUE, e.g. RAGRAIL_GENERATOR_ENGINE=openai"
+            )
+        env[name] = value
+    return env
+
+
 def config_arg(text: str) -> tuple[str, int]:
     """ "name" or "name:N" of --configs."""
     name, _, limit = text.partition(":")
@@ -449,6 +485,8 @@ def run(url: str, args: argparse.Namespace) -> list[tuple[Config, dict]]:
         questions, args.questions, args.holdout, args.seed
     )
     client = GatewayClient(url, timeout_s=1800)
+    args.generator = generator_model(client)
+    console.print(f"generator: {args.generator}")
     for name, subset in (
         (FULL, list(docs.values())),
         (HOLDOUT, [d for d in docs.values() if d["id"] not in held]),
@@ -539,7 +577,13 @@ def main() -> int:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="Setting for the suite this run starts (repeatable).",
+        help="Setting for the suite this run starts (repeatable), over --config.",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="A suite YAML file (RAGRAIL_CONFIG, e.g. examples/llama-cpp-server.yaml) for "
+        "the suite this run starts: a remote generator, embedder or reranker.",
     )
     parser.add_argument(
         "--keep-index",
@@ -558,10 +602,16 @@ def main() -> int:
         return 2
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
+    if args.gateway and (args.config or args.env):
+        console.print(
+            "[red]--config and --env configure a suite this run starts; a "
+            "--gateway suite runs as it was started[/red]"
+        )
+        return 2
     if args.gateway:
         run(args.gateway, args)
         return 0
-    env = keep_index_env(args.keep_index) | dict(e.split("=", 1) for e in args.env)
+    env = suite_env(args)
     with running_suite(env) as url:
         run(url, args)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -113,10 +114,23 @@ def up(
             "is found (the published ones ship in published/: none to train on a fresh clone).",
         ),
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar="RAGRAIL_CONFIG",
+            help="YAML settings for the services, a section each (generator:, embedder:, "
+            "reranker:...), e.g. examples/ollama.yaml to answer through a model server "
+            "(docs/model-servers.md); RAGRAIL_* variables still win over it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start every service and the gateway as local processes; Ctrl-C stops them all."""
     from ragrail.launcher import Supervisor, start_metrics
 
+    if config is not None:
+        _use_config(config)
     supervisor = Supervisor(data_dir.resolve(), console.print, rails=rails, train=train)
     metrics_port = start_metrics(console.print)
 
@@ -169,6 +183,24 @@ def up(
         console.print("stopping services ...")
         supervisor.down()
         console.print("stopped.")
+
+
+def _use_config(path: Path) -> None:
+    """Checks the file with every service's settings class, then hands it to them all."""
+    from ragrail.config import ConfigError, check_config
+    from shared.settings import CONFIG_ENV
+
+    try:
+        checked = check_config(path)
+    except ConfigError as exc:
+        raise _fail(f"{exc}\nfix the file (services/<name>/README.md lists the settings)") from None
+    os.environ[CONFIG_ENV] = str(path.resolve())
+    generator = checked.get("generator")
+    where = f" at {generator.remote_url}" if getattr(generator, "remote_url", "") else ""
+    console.print(
+        f"config {path}: {', '.join(checked) or 'no sections'}"
+        + (f" (generator engine {generator.engine}{where})" if generator else "")
+    )
 
 
 def _stage(name: str, what: str, since: float) -> None:
