@@ -21,9 +21,9 @@ pytest.importorskip("bm25s")
 
 import faiss
 
-from services.retriever.backends import faiss as faiss_backend
 from services.retriever.backends.base import ChunkRecord, ScoredChunk
 from services.retriever.backends.faiss import FaissStore
+from services.retriever.backends.faiss import table as faiss_table
 from services.retriever.filters import parse_filter
 from shared.errors import FailedPrecondition, ResourceExhausted, Unavailable
 from tests.retriever.stores import (
@@ -329,14 +329,14 @@ def test_a_write_that_fails_leaves_nothing_behind(
 ) -> None:
     coll = docs._collections["docs"]
     generation = coll.generation
-    real = faiss_backend._set_info
+    real = faiss_table._set_info
 
     def full_disk(db: sqlite3.Connection, key: str, value: str) -> None:
         real(db, key, value)
         raise sqlite3.OperationalError("database or disk is full")
 
     # The rows are inserted, then the transaction fails: all of it is rolled back.
-    monkeypatch.setattr(faiss_backend, "_set_info", full_disk)
+    monkeypatch.setattr(faiss_table, "_set_info", full_disk)
     with pytest.raises(ResourceExhausted, match="no space left"):
         docs.upsert("docs", [make_chunk("new", 0), make_chunk("a", 0, "replaced")])
     with pytest.raises(ResourceExhausted):

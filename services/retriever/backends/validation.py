@@ -2,9 +2,11 @@
 
 The servicer validates requests too, but a backend is also called directly (the launcher,
 trainers' evaluation, tests), and a backend must never store what it cannot read back. So
-each backend runs these checks itself, and because they live here, FAISS and Milvus refuse
-the same input with the same words. What differs per store is passed in: Milvus limits its
-VARCHAR columns in UTF-8 bytes (`FieldLimits`), FAISS stores text in SQLite with no limit.
+the stores run these checks themselves: the `VectorStore` base before each backend's hook
+(names, pages, k, query vectors), and each backend's upsert on its chunks (`check_chunk`).
+Because they live here, FAISS and Milvus refuse the same input with the same words. What
+differs per store is passed in: Milvus limits its VARCHAR columns in UTF-8 bytes
+(`FieldLimits`), FAISS stores text in SQLite with no limit.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from services.retriever.backends.base import ChunkRecord
 from shared.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from services.retriever.backends.base import ChunkRecord
 
 # Milvus's limits for a FLOAT_VECTOR and for one search; FAISS keeps them so that both
 # backends refuse the same requests.
