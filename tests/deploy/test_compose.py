@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from ragrail.launcher import SERVICES as LAUNCHER_SERVICES
 from services.embedder.settings import EmbedderSettings
@@ -54,7 +55,14 @@ SETTINGS: dict[str, type[RagrailSettings]] = {
 # compose services that run a service's image under another name with other settings
 # (generator-triton: the generator answering through Triton, gpu profile; retriever-milvus:
 # the retriever on Milvus standalone, milvus profile) -> that service.
-VARIANTS: dict[str, str] = {"generator-triton": "generator", "retriever-milvus": "retriever"}
+VARIANTS: dict[str, str] = {
+    "generator-triton": "generator",
+    "retriever-milvus": "retriever",
+    # remote-models profile: the model services answering through model servers.
+    "generator-remote": "generator",
+    "embedder-remote": "embedder",
+    "reranker-remote": "reranker",
+}
 FIRST_PARTY = ("shared", "services", "ragrail", "trainers")
 URL = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?(?P<host>[A-Za-z0-9_.-]+):(?P<port>\d+)(?:/\S*)?$")
 MODULE_STRING = re.compile(rf"^(?P<module>(?:{'|'.join(FIRST_PARTY)})(?:\.\w+)+)(?::\w+)?$")
@@ -432,13 +440,25 @@ def test_guardrails_is_its_own_profile_and_optional_for_the_gateway() -> None:
     assert INTERPOLATION.fullmatch(raw), "the gateway's guardrails URL comes from the environment"
 
 
+def aliases(name: str) -> set[str]:
+    networks = services()[name].get("networks") or {}
+    if isinstance(networks, list):
+        return set()
+    return set((networks.get("default") or {}).get("aliases") or [])
+
+
 def test_gateway_depends_on_whichever_retriever_the_profile_runs() -> None:
+    """In each profile the gateway runs in, exactly one service answers as each peer it needs
+    (the service itself, or a variant under its name: retriever-milvus, generator-remote...),
+    and the gateway waits for it to be healthy; the others are not required."""
     depends = services()["gateway"]["depends_on"]
     for name in ("retriever", "retriever-milvus"):
         assert depends[name] == {"condition": "service_healthy", "required": False}, name
-    for name in ("embedder", "generator"):
-        assert depends[name]["condition"] == "service_healthy"
-        assert profiles(name) >= profiles("gateway"), f"'{name}' runs wherever the gateway runs"
+    for profile in profiles("gateway"):
+        for peer in ("embedder", "generator", "retriever"):
+            answering = [n for n in in_profile(profile) if n == peer or peer in aliases(n)]
+            assert len(answering) == 1, f"profile {profile}: {answering} answer as '{peer}'"
+            assert depends[answering[0]]["condition"] == "service_healthy", answering[0]
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -777,10 +797,14 @@ def readme_rows(name: str) -> dict[str, str]:
 
 
 def shown_default(value: Any) -> str:
+    if isinstance(value, SecretStr):  # an API key's default: empty
+        value = value.get_secret_value()
     if isinstance(value, bool):
         return "true" if value else "false"
     if value == "":
         return "empty"
+    if isinstance(value, list | dict):
+        return json.dumps(value)  # as the environment takes it
     return str(value)
 
 
@@ -797,7 +821,7 @@ def test_readme_lists_every_setting_with_its_default(name: str) -> None:
         default = info.get_default(call_default_factory=True)
         assert rows[var] == shown_default(default), (
             f"services/{name}/README.md gives {var} the default '{rows[var]}'; "
-            f"{cls.__name__} has {default!r}"
+            f"{cls.__name__} has {default!r}, shown as '{shown_default(default)}'"
         )
 
 

@@ -534,6 +534,59 @@ def test_guardrails_config_swapped_loses_no_chat(
     assert figures["failed"] == 0, figures
 
 
+def test_generator_answers_through_a_model_server_container(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The remote-models path in containers: llama.cpp's OpenAI-compatible server (the
+    model-server profile, the generator's image) on the packaged model, and generator-remote
+    (engine openai) pointed at it in place of the llama.cpp generator, answering as
+    `generator`. Chat through the gateway then reaches the model server over HTTP."""
+    started = time.monotonic()
+    stack.compose("up", "-d", "--no-deps", "--wait", "--wait-timeout", "300", "model-server")
+    gguf = stack.compose(
+        "exec", "-T", "model-server", "python", "-c",
+        "from shared.models.generator_files import packaged_gguf; print(packaged_gguf())",
+    ).strip()  # fmt: skip
+    stack.env.update(
+        {
+            "RAGRAIL_GENERATOR_REMOTE_URL": "http://model-server:8000/v1",
+            # llama-cpp-python's server reports no window and cannot count a chat.
+            "RAGRAIL_GENERATOR_CONTEXT_LENGTH": "4096",
+            "RAGRAIL_GENERATOR_TOKENIZER": gguf,
+        }
+    )
+    stack.compose("stop", "generator")
+    stack.compose("up", "-d", "--no-deps", "generator-remote")
+    stack.wait_healthy("generator-remote", timeout_s=300)
+    ready_s = round(time.monotonic() - started, 1)
+    with stack.client() as http:
+        deadline = time.monotonic() + 60  # the gateway finds `generator` at its new address
+        while True:
+            models = http.get("/v1/models").json()["data"]
+            chat = next(m["id"] for m in models if m["service"] == "generator")
+            if chat == Path(gguf).name or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        reply = http.post(
+            "/v1/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": QUESTION}],
+                "collection": COLLECTION, "max_tokens": 24, "temperature": 0,
+                "answer_mode": "generative",
+            },
+        )  # fmt: skip
+    assert chat == Path(gguf).name, models
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["completion_tokens"] > 0, reply.json()
+    served = stack.compose("logs", "--no-color", "model-server")
+    assert "POST /v1/chat/completions" in served, served[-2000:]
+    report(
+        "generator -> openai engine on a model-server container",
+        {"ready_s": ready_s, "answered_s": round(time.monotonic() - started, 1)},
+        capsys,
+    )
+
+
 def test_print_the_figures(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print("\n[compose live] figures")

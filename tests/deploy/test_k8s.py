@@ -20,6 +20,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import TypeAdapter
 
 from services.gateway.settings import GatewaySettings
 from services.generator.settings import GeneratorSettings
@@ -229,3 +230,51 @@ def test_milvus_comes_from_its_helm_chart_not_a_copy() -> None:
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if doc and "image" in yaml.safe_dump(doc):
                 assert "milvusdb/milvus" not in yaml.safe_dump(doc), f"{path} copies Milvus"
+
+
+def test_remote_models_overlay_points_the_model_services_at_model_servers(
+    k8s_copy: Path,
+) -> None:
+    """Generator, embedder and reranker take their RAGRAIL_<SERVICE>_* settings from one
+    ConfigMap, every name a field of the service's settings class, and the API key from an
+    optional Secret (a server without keys needs none); the gateway reranks through it."""
+    remote_engine_landed()
+    docs = list(render_cached(str(k8s_copy), "remote-models"))
+    deployments = objects(docs, "Deployment")
+    (configmap,) = [
+        c for n, c in objects(docs, "ConfigMap").items() if n.startswith("ragrail-model-servers")
+    ]
+    data: dict[str, str] = configmap["data"]
+    assert data["RAGRAIL_GENERATOR_ENGINE"] == "openai"
+    assert data["RAGRAIL_EMBEDDER_BACKEND"] == "openai"
+    assert data["RAGRAIL_RERANKER_BACKEND"] in ("nim", "rerank")
+    for key, value in data.items():
+        _, service, field = key.split("_", 2)
+        cls = SETTINGS[service.lower()]
+        assert field.lower() in cls.model_fields, f"{key}: {cls.__name__} has no such field"
+        TypeAdapter(cls.model_fields[field.lower()].annotation).validate_python(value)
+    for name in ("generator", "embedder", "reranker"):
+        (container,) = containers(deployments[name])
+        refs = [e["configMapRef"]["name"] for e in container["envFrom"]]
+        assert refs == [configmap["metadata"]["name"]], name
+        key = next(e for e in container["env"] if e["name"].endswith("_REMOTE_API_KEY"))
+        assert key["name"] == f"RAGRAIL_{name.upper()}_REMOTE_API_KEY"
+        assert key["valueFrom"]["secretKeyRef"]["optional"] is True
+        assert container["resources"]["requests"]["cpu"] == "250m", "no model to run here"
+    (reranker,) = containers(deployments["reranker"])
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert reranker[probe]["grpc"]["port"] == DEFAULT_PORTS["reranker"][0]
+    assert "reranker" in objects(docs, "Service") and "reranker" in objects(
+        docs, "PodDisruptionBudget"
+    )
+    (gateway,) = containers(deployments["gateway"])
+    env = {e["name"]: e.get("value") for e in gateway["env"]}
+    assert env["RAGRAIL_GATEWAY_RERANKER_URL"] == f"reranker:{DEFAULT_PORTS['reranker'][0]}"
+
+
+def remote_engine_landed() -> None:
+    """Skips until the generator's openai engine exists (issue 27 lands it beside this)."""
+    try:
+        TypeAdapter(GeneratorSettings.model_fields["engine"].annotation).validate_python("openai")
+    except ValueError:
+        pytest.skip("waits on the generator's openai engine (services/generator, issue 27)")
