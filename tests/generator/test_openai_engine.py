@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 
 from services.generator.backends.openai import OpenAIEngine
@@ -25,7 +27,7 @@ from services.generator.settings import GeneratorSettings
 from shared.errors import FailedPrecondition
 from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
-from tests.conftest import grpc_service
+from tests.conftest import gateway_process, grpc_service
 from tests.generator.openai_peer import MODEL_ALIAS, LlamaServer, llama_server, server_missing
 
 pytestmark = pytest.mark.integration
@@ -232,6 +234,28 @@ def test_server_tokenize_endpoint_counts_like_the_gguf(peer: LlamaServer) -> Non
 
     with pytest.raises(FailedPrecondition, match="RAGRAIL_GENERATOR_TOKENIZER"):
         asyncio.run(start_and_close())
+
+
+def sse_lines(url: str, body: dict[str, Any]) -> list[str]:
+    with httpx.stream("POST", url, json=body, timeout=60) as reply:
+        assert reply.status_code == 200, reply.read()
+        return [line for line in reply.iter_lines() if line.startswith("data: ")]
+
+
+def test_chat_streams_through_the_gateway(generators: dict[str, str], tmp_path: Path) -> None:
+    """The gateway's OpenAI endpoint, no collection: the generator's answer, streamed."""
+    target = generators["server"]
+    body = {"model": "any", "messages": [{"role": "user", "content": QUESTION[0].content}],
+            "max_tokens": 12, "temperature": 0, "stream": True}  # fmt: skip
+    with gateway_process(tmp_path / "gateway.log", generator_url=target) as url:
+        lines = sse_lines(f"{url}/v1/chat/completions", body)
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line[6:]) for line in lines[:-1]]
+    pieces = [c["delta"].get("content") or "" for e in events for c in e.get("choices", [])]
+    assert len([p for p in pieces if p]) >= 3, pieces
+    assert any(c.get("finish_reason") for e in events for c in e.get("choices", []))
+    direct = call(target, "Generate", ask(temperature=0.0, max_tokens=12)).text
+    assert "".join(pieces).strip() == direct.strip()
 
 
 # -- cancellation, deadlines ---------------------------------------------------------------
