@@ -192,10 +192,11 @@ class GeneratorSettings(ServiceSettings, RemoteServerSettings):
                 "model is set but engine is triton, where Triton loads the model (see "
                 "deploy/triton); set tokenizer to that model's tokenizer instead"
             )
-        if self.model and self.engine == "openai":
+        if (self.model or self.registry_model) and self.engine == "openai":
             raise ValueError(
-                "model is set but engine is openai, where the server loads the model; set "
-                "remote_model to the name the server knows it by, and tokenizer to its tokenizer"
+                "model or registry_model is set but engine is openai, where the server loads "
+                "the model; set remote_model to the name the server knows it by, and tokenizer "
+                "to its tokenizer"
             )
         if self.tokenizer and self.engine not in ("triton", "openai"):
             raise ValueError(

@@ -21,7 +21,8 @@ import grpc
 import httpx
 import pytest
 
-from services.generator.backends.openai import OpenAIEngine
+from services.generator.backends.base import FinishReason
+from services.generator.backends.openai import OpenAIEngine, StreamReader
 from services.generator.chat_template import load_chat_tokenizer
 from services.generator.settings import GeneratorSettings
 from shared.errors import FailedPrecondition
@@ -128,6 +129,40 @@ def rpc_error(target: str, message: Any, timeout: float = 30) -> grpc.aio.AioRpc
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         call(target, "Generate", message, timeout)
     return caught.value
+
+
+# -- without a server -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"model": "a.gguf"}, "remote_model"),
+        ({"registry_model": "llm"}, "remote_model"),
+        ({"remote_chat_template": "local"}, "tokenizer is empty"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused(settings: dict[str, str], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        GeneratorSettings(engine="openai", remote_url="http://127.0.0.1:1/v1", **settings)
+
+
+def test_server_usage_makes_the_chunk_counts_sum_right() -> None:
+    """OpenAI's and vLLM's stream with stream_options.include_usage: a role-only delta, text
+    deltas (two tokens in one piece here), the finish reason, then usage with no choices."""
+    stream = StreamReader()
+    events: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"content": " there"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}},
+    ]
+    chunks = [c for e in events for c in stream.feed(e)]
+    last = stream.end()
+    assert last is not None and last.finish_reason == FinishReason.LENGTH
+    assert "".join(c.text for c in [*chunks, last]) == "Hello there"
+    assert sum(c.tokens for c in [*chunks, last]) == 3
 
 
 # -- answers ------------------------------------------------------------------------------

@@ -409,7 +409,7 @@ class OpenAIEngine(Engine):
         try:
             while True:
                 response = None
-                stream = _Stream()
+                stream = StreamReader()
                 try:
                     response = await self._open(path, body, deadline)
                     async for event in _sse(response):
@@ -481,7 +481,7 @@ class _StreamError(Exception):
     """An error event in the stream (vLLM and others send {"error": {...}} mid-answer)."""
 
 
-class _Stream:
+class StreamReader:
     """Turns a completion stream's events into Chunks: a token per piece of text, the finish
     reason kept until the stream ends, where a usage event may still follow."""
 
