@@ -73,7 +73,7 @@ class LlamaServer:
         return args
 
     def start(self, timeout: float = 60.0) -> None:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}  # its log, as it goes
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 self.command(), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT

@@ -323,7 +323,7 @@ def test_cancelling_mid_stream_frees_the_servers_slot(
 
     asyncio.run(read_two_then_cancel())
     assert len(received) == 2
-    assert timed_short_answer(target) < 3.0
+    assert timed_short_answer(target) < 5.0
     assert "disconnected" in peer.log_text().lower()
     details = call(target, "Info", common_pb2.InfoRequest(), 10).service.details
     assert details["running"] == "0"
@@ -335,7 +335,7 @@ def test_deadline_is_deadline_exceeded_and_frees_the_slot(generators: dict[str, 
     error = rpc_error(target, ask(LONG, temperature=0.0, max_tokens=900), timeout=1.0)
     assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - started < 3
-    assert timed_short_answer(target) < 3.0
+    assert timed_short_answer(target) < 5.0
 
 
 # -- the server down, restarted, or refusing the key ----------------------------------------
