@@ -10,7 +10,7 @@ packaged rail configuration of its model:
   safety on input, the document-injection rail on retrieval, content safety and grounding
   on output;
 * **baseline**: today's v3 recipe, the single-head injection classifier (`python -m
-  trainers.guardrails --data ../shared/data/prompt_injections --in-domain
+  trainers.guardrails.baseline --data ../shared/data/prompt_injections --in-domain
   ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl`) with the rails
   it had (injection on input, chunk injection on retrieval); trained first when
   --baseline names no directory and none is under models/.
@@ -328,7 +328,7 @@ def yara_rates(benign: dict[str, list[str]]) -> dict[str, dict[str, float]]:
 
 BASELINE_COMMAND = [
     "-m",
-    "trainers.guardrails",
+    "trainers.guardrails.baseline",
     "--data",
     "{data}/prompt_injections",
     "--in-domain",

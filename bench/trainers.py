@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.generator import Service, stream_one
-from shared import registry
+from shared.models import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from trainers.generator import base as base_model
 from trainers.generator.data import is_refusal, read_jsonl, token_f1

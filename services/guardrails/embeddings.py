@@ -19,7 +19,7 @@ import numpy as np
 from nemoguardrails.embeddings.providers import register_embedding_provider
 from nemoguardrails.embeddings.providers.base import EmbeddingModel
 
-from services.guardrails.classifier import load_encoder
+from shared.models.classifier import load_encoder
 
 ENGINE = "ragrail_onnx"
 DEFAULT_MODEL = "default"

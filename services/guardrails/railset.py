@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from services.guardrails.classifier import InjectionClassifier, resolve_injection_model
 from services.guardrails.rail_config import ragrail_section
 from services.guardrails.rails import RAILS, Flow, Rail, flows_by_name
 from services.guardrails.rails.base import (
@@ -33,7 +32,11 @@ from services.guardrails.rails.base import (
 )
 from services.guardrails.settings import GuardrailsSettings
 from shared.models import registry
-from shared.models.classifier import newest_injection_model
+from shared.models.classifier import (
+    InjectionClassifier,
+    find_injection_model,
+    newest_injection_model,
+)
 from shared.models.guard import (
     GUARD_ROLE,
     GuardModel,
@@ -133,7 +136,7 @@ def load_models(settings: GuardrailsSettings) -> Models:
     the older single-head recipe there (injection only), else the published guard model
     (registry.published_root), else none: the guard rails are pending."""
     if settings.injection_model:
-        path = resolve_injection_model(settings.injection_model)
+        path = find_injection_model(settings.injection_model)
         return Models(None, InjectionClassifier(path, threads=settings.threads))
     trained = str(Path.cwd() / registry.models_root() / GUARD_ROLE)
     guard_path = find_guard_model(settings.guard_model, trained)

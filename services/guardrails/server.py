@@ -15,7 +15,6 @@ os.environ.setdefault("NEMO_GUARDRAILS_NO_USAGE_STATS", "1")
 import grpc
 import numpy as np
 
-from services.guardrails.classifier import InjectionClassifier
 from services.guardrails.engine import ENGINES, Engine
 from services.guardrails.rail_config import add_rail_flows
 from services.guardrails.railset import (
@@ -29,6 +28,7 @@ from services.guardrails.reload import install_reload
 from services.guardrails.results import Check
 from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition, InvalidArgument
+from shared.models.classifier import InjectionClassifier
 from shared.models.guard import GuardModel
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from shared.server import Built, ServiceSpec

@@ -1,5 +1,6 @@
 """Sequence classifiers: an ONNX sentence encoder (INT8 by default) and a linear head, as
-`python -m trainers.guardrails` writes them, and how the prompt-injection classifier is found.
+`python -m trainers.guardrails.baseline` writes them, and how the prompt-injection classifier
+is found.
 
 The head is `head.json` beside the encoder:
 
@@ -37,7 +38,8 @@ INJECTION_ROLE = "guardrails"
 INJECTION_FORMAT = "ragrail-injection-classifier/1"
 INJECTION_MODELS = f"models/{INJECTION_ROLE}"
 INJECTION_TRAIN_HINT = (
-    "train one with `python -m trainers.guardrails --data ../shared/data/prompt_injections` "
+    "train one with `python -m trainers.guardrails.baseline --data "
+    "../shared/data/prompt_injections` "
     "(it saves to models/guardrails/<name>/<version>/)"
 )
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -56,7 +56,7 @@ def injection_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("guardrails-model") / "tiny"
     done = subprocess.run(
         [
-            sys.executable, "-m", "trainers.guardrails", "--data", str(FIXTURE), "--out",
+            sys.executable, "-m", "trainers.guardrails.baseline", "--data", str(FIXTURE), "--out",
             str(out), "--method", "head", "--max-length", "64", "--folds", "3", "--seed", "5",
         ],
         cwd=REPO,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import registry
+from shared.models import registry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TINY = ("generator", "tiny", "base")

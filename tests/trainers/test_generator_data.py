@@ -1,6 +1,6 @@
-"""trainers.generator.data on the fixtures, and shared.registry: the grounding set never holds a
-test query, splits by claim, cites its source; the registry resolves names and versions and
-the generator's settings load a version by name."""
+"""trainers.generator.data on the fixtures, and shared.models.registry: the grounding set
+never holds a test query, splits by claim, cites its source; the registry resolves names and
+versions and the generator's settings load a version by name."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from services.generator.model_files import from_registry
 from services.generator.settings import GeneratorSettings
-from shared import registry
 from shared.errors import FailedPrecondition
+from shared.models import registry
 from tests.trainers.generator_tiny import FIXTURES
 from trainers.generator import data as grounding
 

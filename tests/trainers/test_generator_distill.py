@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from shared import registry
+from shared.models import registry
 from tests.trainers.generator_tiny import FIXTURES, tiny_registry
 from trainers.generator import data as grounding
 from trainers.generator import distill, sft

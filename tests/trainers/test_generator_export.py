@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared import registry
+from shared.models import registry
 from tests.generator.conftest import start, stop, wait_serving
 from tests.trainers.generator_tiny import FIXTURES, tiny_registry
 from trainers.generator import data as grounding

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from shared import registry
+from shared.models import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.generator.conftest import start, stop, wait_serving
 from tests.trainers.generator_tiny import FIXTURES, tiny_registry

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from trainers.guardrails.baseline.train import main
 from trainers.guardrails.scoring import (
     Labelled,
     operating_point,
@@ -19,7 +20,6 @@ from trainers.guardrails.scoring import (
     stratified_folds,
     threshold_at_fpr,
 )
-from trainers.guardrails.train import main
 
 FIXTURE = REPO / "tests" / "fixtures" / "injections"
 
@@ -88,7 +88,7 @@ def test_head_run_writes_a_served_model(head_run: Path) -> None:
     assert manifest["params"]["seed"] == 11 and "TPR" in (head_run / "README.md").read_text()
 
     # The service's loader scores the test split as the trainer measured it.
-    from services.guardrails.classifier import InjectionClassifier
+    from shared.models.classifier import InjectionClassifier
 
     classifier = InjectionClassifier(head_run)
     test = Labelled.load(FIXTURE / "test.jsonl")
@@ -188,7 +188,7 @@ def test_in_domain_questions_train_and_hold_the_threshold(tmp_path: Path) -> Non
     assert "in-domain" in (out / "README.md").read_text()
 
     # The service's classifier scores the in-domain test questions as the trainer measured.
-    from services.guardrails.classifier import InjectionClassifier
+    from shared.models.classifier import InjectionClassifier
 
     classifier = InjectionClassifier(out)
     flagged = int((classifier.scores(classifier.embed(data.test)) >= classifier.threshold).sum())

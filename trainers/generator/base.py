@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared import registry
+from shared.models import registry
 
 ROLE = "generator"
 NAME = "smollm2-135m-instruct"

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared import registry
+from shared.models import registry
 from trainers.data import loss_summary, run_params, seed_everything
 from trainers.generator.data import files_sha256, read_jsonl
 from trainers.generator.sft import evaluate

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared import registry
+from shared.models import registry
 from trainers.data import run_params, seed_everything
 from trainers.generator import base as base_model
 from trainers.generator.data import files_sha256, read_jsonl

@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from shared import registry
+from shared.models import registry
 from trainers.generator.gguf_export import QUANT_TYPES, hf_to_gguf, quantize
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -586,11 +586,13 @@ def train(args: argparse.Namespace) -> Path:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m trainers.guardrails --all",
+        prog="python -m trainers.guardrails",
         description="Train the guard model (injection, content safety, planted instructions in "
         "documents: heads on one MiniLM) from the shipped data or ../shared/data.",
     )
-    parser.add_argument("--all", action="store_true", help="(selects this recipe)")
+    parser.add_argument(
+        "--all", action="store_true", help="(this recipe; kept for older command lines)"
+    )
     parser.add_argument(
         "--data",
         type=Path,

@@ -30,9 +30,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from services.guardrails.classifier import InjectionClassifier
     from services.guardrails.railset import VectorCache
     from services.guardrails.settings import GuardrailsSettings
+    from shared.models.classifier import InjectionClassifier
     from shared.models.guard import GuardModel, ScoreCache
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
-"""Prompt injection: the classifier `python -m trainers.guardrails` trains, on the user's
-message and, in windows, on retrieved chunks."""
+"""Prompt injection: the guard model's injection head (`python -m trainers.guardrails`) or
+the single-head classifier (`python -m trainers.guardrails.baseline`), on the user's message
+and, in windows, on retrieved chunks."""
 
 from pathlib import Path
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from services.guardrails.classifier import InjectionClassifier
 from services.guardrails.rails.base import (
     LoadedRail,
     Outcome,
@@ -25,6 +24,7 @@ from services.guardrails.rails.base import (
     guarded,
 )
 from services.guardrails.rails.injection.settings import InjectionSettings
+from shared.models.classifier import InjectionClassifier
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
 """Trains the prompt-injection classifier the guardrails service's input and retrieval rails
 load, from the packaged all-MiniLM-L6-v2 weights.
 
-    python -m trainers.guardrails --data ../shared/data/prompt_injections      # fine-tune, ~10 min
-    python -m trainers.guardrails --data ../shared/data/prompt_injections --method head  # ~1 min
-    python -m trainers.guardrails --data tests/fixtures/injections --out /tmp/g --method head
+    python -m trainers.guardrails.baseline --data ../shared/data/prompt_injections  # ~10 min
+    python -m trainers.guardrails.baseline --data ../shared/data/prompt_injections --method head
+    python -m trainers.guardrails.baseline --data tests/fixtures/injections --method head \
+        --out /tmp/g
 
 The classifier is MiniLM's normalised mean-pooled sentence embedding followed by a linear
 head (a logit; flag when it reaches the threshold). Two recipes, same served shape:
@@ -55,8 +56,8 @@ from trainers.data import (
     seed_everything,
     write_outputs,
 )
-from trainers.guardrails.card import model_card
-from trainers.guardrails.head import LinearHead, choose_c, fit_logreg, out_of_fold
+from trainers.guardrails.baseline.card import model_card
+from trainers.guardrails.baseline.head import LinearHead, choose_c, fit_logreg, out_of_fold
 from trainers.guardrails.in_domain import InDomain
 from trainers.guardrails.scoring import (
     Labelled,
@@ -252,7 +253,7 @@ def train(args: argparse.Namespace) -> Path:
     train_stats: dict[str, Any] = {}
     calibration: dict[str, Any]
     if args.method == "finetune":
-        from trainers.guardrails.finetune import finetune
+        from trainers.guardrails.baseline.finetune import finetune
 
         fit_rows, held_rows = holdout_split(strata, args.holdout, args.seed)
         # Injections weigh as many benign prompts as there are per injection in the prompt
@@ -398,7 +399,7 @@ def train(args: argparse.Namespace) -> Path:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m trainers.guardrails",
+        prog="python -m trainers.guardrails.baseline",
         description="Train the guardrails prompt-injection classifier (MiniLM + linear head), "
         "export it to ONNX INT8 and evaluate it on the test split.",
     )

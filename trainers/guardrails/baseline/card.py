@@ -43,7 +43,7 @@ def model_card(manifest: dict[str, Any]) -> str:
 
 A prompt-injection classifier for the guardrails service: all-MiniLM-L6-v2's normalised
 mean-pooled embedding (INT8 ONNX) followed by a linear head; a text is flagged when its
-logit reaches the threshold in `head.json`. Written by `python -m trainers.guardrails`.
+logit reaches the threshold in `head.json`. Written by `python -m trainers.guardrails.baseline`.
 
 | | |
 | --- | --- |

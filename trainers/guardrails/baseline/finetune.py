@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainers.data import loss_summary
-from trainers.guardrails.head import LinearHead
+from trainers.guardrails.baseline.head import LinearHead
 from trainers.guardrails.scoring import Labelled
 
 
