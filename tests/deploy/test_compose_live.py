@@ -227,7 +227,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 gateway.ingest_files(COLLECTION, batch)
         yield stack
     finally:
-        stack.compose("down", "-v", "--remove-orphans", check=False, timeout=300)
+        # Every profile: a test may start services of others (model-server, generator-remote).
+        stack.compose("--profile", "*", "down", "-v", "--remove-orphans", check=False, timeout=300)
 
 
 # -- load -----------------------------------------------------------------------------------
