@@ -68,7 +68,8 @@ def timed_embedding(
             seconds[name] += time.perf_counter() - began
         done = min(start + slice_size, len(texts))
         rates = ", ".join(f"{k} {done / seconds[k]:.1f}/s" for k in names)
-        console.print(f"  {input_type}s {done}/{len(texts)}: {rates}", highlight=False)
+        kind = "queries" if input_type == "query" else "passages"
+        console.print(f"  {kind} {done}/{len(texts)}: {rates}", highlight=False)
     return {name: np.concatenate(parts[name]) for name in names}, seconds
 
 
@@ -130,6 +131,8 @@ def main() -> int:
                         "remote_tokenizer": str(packaged_minilm()),
                         "remote_batch_size": args.remote_batch_size,
                         "remote_concurrency": args.remote_concurrency,
+                        # Timed, not limited: other jobs on the cores may slow a request.
+                        "remote_timeout_s": 600.0,
                     }
                 )
             ),

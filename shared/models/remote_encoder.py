@@ -21,6 +21,7 @@ The request and the response mapping are plain functions (`embeddings_request`,
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,6 +38,8 @@ from shared.models.encoder import (
     sentence_config,
 )
 from shared.models.remote import RemoteServer
+
+log = logging.getLogger(__name__)
 
 # The input length reported when neither the settings nor a tokenizer say (BERT-sized models).
 DEFAULT_MAX_LENGTH = 512
@@ -143,6 +146,13 @@ class RemoteEncoder(Encoder):
         if tokenizer:
             self.tokenizer, model_length = load_tokenizer(Path(tokenizer))
         self.max_length = max_length or model_length or DEFAULT_MAX_LENGTH
+        if self.tokenizer is None:
+            log.warning(
+                "no tokenizer for the remote model: Tokenize approximates tokens (ingest cuts "
+                "smaller chunks); set RAGRAIL_EMBEDDER_REMOTE_TOKENIZER to a local copy of the "
+                "model's tokenizer for exact ones",
+                extra={"max_length": self.max_length},
+            )
         self.model_name = server.first_model(self.client)
         self.dimension = 0
         self.dimension = int(self.embed_for([PROBE_TEXT], "query").shape[1])

@@ -48,13 +48,20 @@ QUERIES = ["how do bees tell each other where flowers are", "what makes bread ri
 
 
 @pytest.fixture(scope="module")
-def infinity(tmp_path_factory: pytest.TempPathFactory) -> Iterator[infinity_peer.InfinityServer]:
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[infinity_peer.InfinityServer]:
+    """infinity starting (the local embedder starts meanwhile)."""
     if infinity_peer.missing():
         pytest.fail(infinity_peer.missing())
     log = tmp_path_factory.mktemp("infinity") / "infinity.log"
-    server = infinity_peer.start({PACKAGED_MODEL_NAME: packaged_minilm()}, log, api_key=KEY)
+    server = infinity_peer.launch({PACKAGED_MODEL_NAME: packaged_minilm()}, log, api_key=KEY)
     yield server
     infinity_peer.stop(server)
+
+
+@pytest.fixture(scope="module")
+def infinity(launched: infinity_peer.InfinityServer) -> infinity_peer.InfinityServer:
+    infinity_peer.wait_ready(launched)
+    return launched
 
 
 @pytest.fixture(scope="module")
@@ -82,17 +89,15 @@ def remote_env(
 
 @pytest.fixture(scope="module")
 def embedders(
-    infinity: infinity_peer.InfinityServer, key_file: Path, tmp_path_factory: pytest.TempPathFactory
+    launched: infinity_peer.InfinityServer, key_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Target]]:
     """The local and the remote embedder, as processes, on the same model."""
     logs = tmp_path_factory.mktemp("embedders")
-    with (
-        grpc_service("services.embedder", "EMBEDDER", dict(PREFIXES), logs / "local.log") as local,
-        grpc_service(
-            "services.embedder", "EMBEDDER", remote_env(infinity, key_file), logs / "remote.log"
-        ) as remote,
-    ):
-        yield {"local": local, "remote": remote}
+    env = remote_env(launched, key_file)
+    with grpc_service("services.embedder", "EMBEDDER", dict(PREFIXES), logs / "local.log") as local:
+        infinity_peer.wait_ready(launched)
+        with grpc_service("services.embedder", "EMBEDDER", env, logs / "remote.log") as remote:
+            yield {"local": local, "remote": remote}
 
 
 def call(target: str, method: str, request: Any, timeout: float = 60) -> Any:

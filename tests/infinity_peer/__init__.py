@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,6 +31,7 @@ class InfinityServer:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    api_key: str = ""
 
 
 def missing() -> str:
@@ -47,11 +49,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(
+def start(models: dict[str, Path], log: Path, **options: Any) -> InfinityServer:
+    """Starts infinity serving each model directory under its name and waits until /v1/models
+    answers (`launch`'s options)."""
+    server = launch(models, log, **options)
+    wait_ready(server)
+    return server
+
+
+def launch(
     models: dict[str, Path], log: Path, *, api_key: str = "", port: int = 0, threads: int = 0
 ) -> InfinityServer:
-    """Starts infinity serving each model directory under its name and waits until /v1/models
-    answers. `threads`: torch threads of the server (0 leaves its default)."""
+    """Starts infinity serving each model directory under its name, without waiting for it
+    (`wait_ready`), so other processes can start meanwhile. `threads`: torch threads of the
+    server (0 leaves its default)."""
     if missing():
         raise RuntimeError(missing())
     port = port or free_port()
@@ -68,21 +79,29 @@ def start(
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    server = InfinityServer(f"http://127.0.0.1:{port}/v1", port, process, log)
+    return InfinityServer(f"http://127.0.0.1:{port}/v1", port, process, log, api_key)
+
+
+def wait_ready(server: InfinityServer) -> None:
+    """Until /v1/models answers; stops the server and raises if it exits or takes too long."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    key = server.api_key
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"infinity exited with {process.returncode}:\n{tail(log)}")
+        if server.process.poll() is not None:
+            code = server.process.returncode
+            raise RuntimeError(f"infinity exited with {code}:\n{tail(server.log)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{server.url}/models", headers=headers, timeout=2).is_success:
-                return server
+                return
         time.sleep(0.3)
     stop(server)
-    raise RuntimeError(f"infinity did not answer in {START_TIMEOUT_S:.0f} s:\n{tail(log)}")
+    raise RuntimeError(f"infinity did not answer in {START_TIMEOUT_S:.0f} s:\n{tail(server.log)}")
 
 
 def stop(server: InfinityServer) -> None:
+    if server.process.poll() is not None:
+        return
     server.process.terminate()
     try:
         server.process.wait(timeout=15)

@@ -48,27 +48,34 @@ PASSAGES = [
 
 
 @pytest.fixture(scope="module")
-def infinity(
+def launched(
     tiny_reranker: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[infinity_peer.InfinityServer]:
+    """infinity starting (the local reranker starts meanwhile)."""
     if infinity_peer.missing():
         pytest.fail(infinity_peer.missing())
     log = tmp_path_factory.mktemp("infinity") / "infinity.log"
-    server = infinity_peer.start({MODEL: tiny_reranker}, log, api_key=KEY)
+    server = infinity_peer.launch({MODEL: tiny_reranker}, log, api_key=KEY)
     yield server
     infinity_peer.stop(server)
 
 
 @pytest.fixture(scope="module")
+def infinity(launched: infinity_peer.InfinityServer) -> infinity_peer.InfinityServer:
+    infinity_peer.wait_ready(launched)
+    return launched
+
+
+@pytest.fixture(scope="module")
 def rerankers(
-    infinity: infinity_peer.InfinityServer,
+    launched: infinity_peer.InfinityServer,
     tiny_reranker: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Target]]:
     logs = tmp_path_factory.mktemp("rerankers")
     remote_env = {
         "RAGRAIL_RERANKER_BACKEND": "rerank",
-        "RAGRAIL_RERANKER_REMOTE_URL": infinity.url,
+        "RAGRAIL_RERANKER_REMOTE_URL": launched.url,
         "RAGRAIL_RERANKER_REMOTE_MODEL": MODEL,
         "RAGRAIL_RERANKER_REMOTE_API_KEY": KEY,
         "RAGRAIL_RERANKER_REMOTE_BATCH_SIZE": "3",
@@ -78,11 +85,12 @@ def rerankers(
         "RAGRAIL_RERANKER_MODELS_DIR": str(logs / "no-models"),
     }
     local_env = {"RAGRAIL_RERANKER_MODEL": str(tiny_reranker)}
-    with (
-        grpc_service("services.reranker", "RERANKER", local_env, logs / "local.log") as local,
-        grpc_service("services.reranker", "RERANKER", remote_env, logs / "remote.log") as remote,
-    ):
-        yield {"local": local, "remote": remote}
+    with grpc_service("services.reranker", "RERANKER", local_env, logs / "local.log") as local:
+        infinity_peer.wait_ready(launched)
+        with grpc_service(
+            "services.reranker", "RERANKER", remote_env, logs / "remote.log"
+        ) as remote:
+            yield {"local": local, "remote": remote}
 
 
 def call(target: str, method: str, request: Any) -> Any:
