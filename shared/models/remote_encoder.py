@@ -153,9 +153,13 @@ class RemoteEncoder(Encoder):
                 "model's tokenizer for exact ones",
                 extra={"max_length": self.max_length},
             )
-        self.model_name = server.first_model(self.client)
         self.dimension = 0
-        self.dimension = int(self.embed_for([PROBE_TEXT], "query").shape[1])
+        try:
+            self.model_name = server.first_model(self.client)
+            self.dimension = int(self.embed_for([PROBE_TEXT], "query").shape[1])
+        except BaseException:
+            self.close()  # the start stops here: leave no connection or thread behind
+            raise
 
     # Encoder
 

@@ -105,10 +105,14 @@ class RemoteRanker(CrossEncoder):
         self.max_length = max_length or DEFAULT_MAX_LENGTH
         self.device = "remote"
         self.client = server.sync_client()
-        self.model_name = self.identify()
-        # One pair at start: a wrong URL, backend or key stops the start with the error that
-        # names it, instead of failing every search later.
-        self.score(PROBE_QUERY, [PROBE_PASSAGE])
+        try:
+            self.model_name = self.identify()
+            # One pair at start: a wrong URL, backend or key stops the start with the error
+            # that names it, instead of failing every search later.
+            self.score(PROBE_QUERY, [PROBE_PASSAGE])
+        except BaseException:
+            self.close()
+            raise
 
     def identify(self) -> str:
         """The model's name for requests and Info."""
