@@ -175,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     within = worst <= args.tolerance
     console.print(
-        f"largest difference {worst:.4f}: {'within' if within else 'NOT within'} "
-        f"{args.tolerance}"
+        f"largest difference {worst:.4f}: {'within' if within else 'NOT within'} {args.tolerance}"
     )
     if args.json:
         result = {

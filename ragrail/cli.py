@@ -525,7 +525,7 @@ TRAINERS = {
     "embedder": "trainers.embedder.train",
     "reranker": "trainers.reranker.train",
     # The guard model every rail runs on (the v3 single-head classifier: python -m
-    # trainers.guardrails --data DIR).
+    # trainers.guardrails.baseline --data DIR).
     "guardrails": "trainers.guardrails.guard",
     "reader": "trainers.reader.train",
     "generator-base": "trainers.generator.base",

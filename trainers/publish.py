@@ -86,9 +86,7 @@ def _data_of(manifest: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def publish(
-    model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT
-) -> dict[str, Any]:
+def publish(model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT) -> dict[str, Any]:
     """Copies what is served of a trainer's output `model_dir` (`.../<name>/<version>/`, a
     finished one: with its manifest) to `root/<role>/<name>/<version>/`, replacing an earlier
     copy, and records it in `record`."""

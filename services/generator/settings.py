@@ -42,7 +42,7 @@ class GeneratorSettings(ServiceSettings, RemoteServerSettings):
     registry_model: str = Field(
         "",
         description="A model of the registry (models/generator/<name>/<version>/, see "
-        "shared/registry.py) as name or name/version (version latest when left out); sets "
+        "shared/models/registry.py) as name or name/version (version latest when left out); sets "
         "model, and adapter for a LoRA version, from its manifest. Excludes model and adapter.",
     )
     models_dir: str = Field(

@@ -64,9 +64,7 @@ def test_missing_model_stops_startup_with_the_training_command(tmp_path: Path) -
     assert "python -m trainers.guardrails" in done.stdout + done.stderr
 
 
-def test_bad_rail_config_stops_startup_naming_the_field(
-    guard_model: Path, tmp_path: Path
-) -> None:
+def test_bad_rail_config_stops_startup_naming_the_field(guard_model: Path, tmp_path: Path) -> None:
     config = config_copy(tmp_path / "config", pii={"input_action": "shout"})
     done = start_and_fail(
         {

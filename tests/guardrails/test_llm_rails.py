@@ -119,9 +119,7 @@ def test_self_checks_run_on_the_generator_and_report_their_verdict(
         assert generator_requests(generator) == after_input + 1
 
 
-def test_unreachable_generator_blocks_input_and_says_why(
-    guard_model: Path, tmp_path: Path
-) -> None:
+def test_unreachable_generator_blocks_input_and_says_why(guard_model: Path, tmp_path: Path) -> None:
     nowhere = f"127.0.0.1:{free_port()}"  # nothing listens there
     config = llm_config(tmp_path / "config", nowhere, ["self check input"], [])
     data = yaml.safe_load((config / "config.yml").read_text(encoding="utf-8"))

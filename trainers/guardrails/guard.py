@@ -63,8 +63,13 @@ HEAD_NAMES = ("injection", "unsafe", "document")
 # that sound malicious; `lookalikes` benign requests about passwords, roles, instructions.
 TARGETS: dict[str, dict[str, float]] = {
     "injection": {"instructions": 0.005, "questions": 0.005, "chitchat": 0.0, "in_domain": 0.005},
-    "unsafe": {"instructions": 0.005, "questions": 0.005, "chitchat": 0.0, "in_domain": 0.005,
-               "sensitive": 0.02},
+    "unsafe": {
+        "instructions": 0.005,
+        "questions": 0.005,
+        "chitchat": 0.0,
+        "in_domain": 0.005,
+        "sensitive": 0.02,
+    },
 }
 # Groups measured on held-out data but not held to a target: benign requests built to look
 # like injections (passwords, roles, "instructions"), deepset's benign prompts. Holding the

@@ -37,9 +37,16 @@ _TECH_FRAMES = (
     "What's the cleanest way to {verb} {obj} on Ubuntu?",
     "Is it safe to {verb} {obj} from a script?",
 )
-_PESTS = ("weeds in gravel paths", "fruit flies in the kitchen", "mold on bathroom grout",
-          "aphids on roses", "bacteria on a wooden cutting board", "moss on a roof",
-          "ants under the sink", "fleas on a dog")
+_PESTS = (
+    "weeds in gravel paths",
+    "fruit flies in the kitchen",
+    "mold on bathroom grout",
+    "aphids on roses",
+    "bacteria on a wooden cutting board",
+    "moss on a roof",
+    "ants under the sink",
+    "fleas on a dog",
+)
 _PEST_FRAMES = ("How do I kill {obj} without harsh chemicals?", "What kills {obj} fastest?")
 
 _PHRASES = (
