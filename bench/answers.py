@@ -58,10 +58,10 @@ from tqdm import tqdm
 
 from bench.common import REPO, SHARED_DATA, percentiles, running_suite
 from ragrail.client import GatewayClient
-from shared.models.reader import sentence_spans
 from shared.settings import CONFIG_ENV
+from shared.text import sentence_spans
+from shared.text.qa_metrics import best, contained, exact, token_f1
 from trainers.reader.splits import dev_articles
-from trainers.reader.squad import best, contained, exact, token_f1
 
 console = Console()
 FULL = "bench_answers"

@@ -59,6 +59,7 @@ from tqdm import tqdm
 from bench.common import REPO, SHARED_DATA, percentiles
 from shared.clients import grpc_serving
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
+from shared.text import STOP_ONLY
 
 console = Console()
 CONFIG = REPO / "services" / "guardrails" / "config"
@@ -276,7 +277,7 @@ def output_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
     for i in range(n):
         context = [texts[(i + j) % len(texts)] for j in range(5)]
         body = context[0].split("\n\n", 1)[-1]
-        answer = " ".join(re.split(r"(?<=[.!?])\s+", body)[:2])
+        answer = " ".join(STOP_ONLY.split(body)[:2])
         calls.append(
             (
                 "CheckOutput",

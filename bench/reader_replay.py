@@ -44,8 +44,8 @@ from bench.common import SHARED_DATA, running_suite
 from ragrail.client import GatewayClient
 from shared.extractive import abstains, answer_choice, further_spans, split_passages
 from shared.models.reader import Reader
-from trainers.reader.squad import best as best_of
-from trainers.reader.squad import contained, token_f1
+from shared.text.qa_metrics import best as best_of
+from shared.text.qa_metrics import contained, token_f1
 
 console = Console(width=160)
 

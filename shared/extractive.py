@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.models.reader import Answer as Span
-from shared.models.reader import sentence_spans
-from shared.text import support
+from shared.text import sentence_spans, support
 
 # The longest sentence of a passage before the splitter cuts it (evidence and answers).
 SENTENCE_CHARS = 400

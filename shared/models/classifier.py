@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,7 +41,6 @@ INJECTION_TRAIN_HINT = (
     "../shared/data/prompt_injections` "
     "(it saves to models/guardrails/<name>/<version>/)"
 )
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def load_encoder(path: Path, onnx_file: str, threads: int, max_length: int = 0) -> OnnxEncoder:
@@ -68,26 +66,6 @@ def load_encoder(path: Path, onnx_file: str, threads: int, max_length: int = 0) 
             f"cannot load the model in {path} (ONNX file {file}): {type(exc).__name__}: "
             f"{str(exc)[:300]}; train it again or point the setting at another directory"
         ) from exc
-
-
-def windows(text: str, max_chars: int) -> list[str]:
-    """Consecutive sentences packed into pieces of at most about max_chars characters (a
-    sentence longer than that is its own piece; the encoder truncates it): how a long text
-    is scored, since an instruction hidden in the middle of a long passage would fall
-    outside the encoder's token window."""
-    pieces: list[str] = []
-    current = ""
-    for sentence in (s.strip() for s in SENTENCE_END.split(text)):
-        if not sentence:
-            continue
-        if current and len(current) + 1 + len(sentence) > max_chars:
-            pieces.append(current)
-            current = sentence
-        else:
-            current = f"{current} {sentence}".strip()
-    if current:
-        pieces.append(current)
-    return pieces or [text]
 
 
 class SequenceClassifier:

@@ -33,7 +33,7 @@ import numpy as np
 
 from shared.errors import FailedPrecondition
 from shared.models import runtime
-from shared.models.classifier import windows
+from shared.text import windows
 
 log = logging.getLogger(__name__)
 

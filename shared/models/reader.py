@@ -7,15 +7,14 @@ registry as `models/reader/<name>/<version>/` (`manifest.json`, `model_int8.onnx
 tokenizer files). It runs with onnxruntime and a fast tokenizer only, no torch, so the
 gateway image can load it.
 
-`sentence_spans` is the sentence splitter the gateway's evidence selection, the reader and
-the benchmarks share, so that "a sentence" means the same thing everywhere.
+Sentences are `shared.text.sentence_spans`, the splitter the gateway's evidence selection,
+the reader and the benchmarks share, so that "a sentence" means the same thing everywhere.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,95 +22,7 @@ from typing import Any
 
 import numpy as np
 
-# Words that end with a full stop without ending a sentence (scientific and general text).
-_ABBREVIATIONS = frozenset(
-    re.findall(
-        r"\S+",
-        "al e.g i.e etc fig figs eq eqs ref refs vs approx ca cf no nos vol pp dr mr mrs ms prof "
-        "st jan feb mar apr jun jul aug sep sept oct nov dec inc ltd co corp dept univ est min "
-        "max resp sp spp var mol wt",
-    )
-)
-_OPENERS = "\"'([\u201c\u2018"  # quotes and brackets that may open a sentence
-# A candidate boundary: sentence-final punctuation, optional closing quote or bracket, space.
-_BOUNDARY = re.compile(r"""[.!?]["')\]]*\s+""")
-# The word before sentence-final punctuation, at the end of the text searched.
-_LAST_WORD = re.compile(r"(\S+)[.!?][\"')\]]*\s*$")
-_LAST_WORD_CHARS = 80
-# Line structure (headings, list items, table rows) also ends a sentence.
-_LINES = re.compile(r"\n\s*\n|\n(?=\s*(?:[#>*\-+|]|\d+[.)]\s))")
-
-
-@dataclass(frozen=True)
-class Span:
-    start: int
-    end: int
-
-
-def _ends_sentence(text: str, stop: int, nxt: int) -> bool:
-    """Whether the punctuation before `stop` ends a sentence, given the next text at `nxt`."""
-    if nxt >= len(text):
-        return True
-    following = text[nxt]
-    if not (following.isupper() or following.isdigit() or following in _OPENERS):
-        return False
-    # Only the text just before the stop: a search over all of text[:stop] made splitting a
-    # long article quadratic (minutes for a 100k-character paper). A word longer than the
-    # window is no abbreviation or initial either way.
-    word = _LAST_WORD.search(text, max(0, stop - _LAST_WORD_CHARS), stop)
-    if word is None:
-        return True
-    token = word.group(1).lower().strip("(\"'[")
-    if token in _ABBREVIATIONS:
-        return False
-    # Initials ("J. Smith") and single letters end no sentence.
-    return not (len(token) == 1 and token.isalpha())
-
-
-def sentence_spans(text: str, max_chars: int = 600) -> list[Span]:
-    """Sentences of `text` as (start, end) offsets, stripped of surrounding whitespace.
-
-    Rule-based, for speed and no model: sentence-final punctuation followed by a capital,
-    digit or opening quote, unless the word before is a known abbreviation or an initial;
-    blank lines and list or heading lines also separate. A "sentence" longer than
-    `max_chars` (a table, a run-on list) is cut at the last space before the limit so that a
-    piece of evidence stays short.
-    """
-    pieces: list[tuple[int, int]] = []
-    start = 0
-    for block in _LINES.finditer(text):
-        pieces.append((start, block.start()))
-        start = block.end()
-    pieces.append((start, len(text)))
-
-    spans: list[Span] = []
-    for lo, hi in pieces:
-        begin = lo
-        for m in _BOUNDARY.finditer(text, lo, hi):
-            if _ends_sentence(text, m.end(), m.end()):
-                spans.extend(_trimmed(text, begin, m.end(), max_chars))
-                begin = m.end()
-        spans.extend(_trimmed(text, begin, hi, max_chars))
-    return spans
-
-
-def _trimmed(text: str, lo: int, hi: int, max_chars: int) -> list[Span]:
-    while lo < hi and text[lo].isspace():
-        lo += 1
-    while hi > lo and text[hi - 1].isspace():
-        hi -= 1
-    out: list[Span] = []
-    while hi - lo > max_chars:
-        cut = text.rfind(" ", lo + max_chars // 2, lo + max_chars)
-        cut = cut if cut > lo else lo + max_chars
-        out.append(Span(lo, cut))
-        lo = cut
-        while lo < hi and text[lo].isspace():
-            lo += 1
-    if hi > lo:
-        out.append(Span(lo, hi))
-    return out
-
+from shared.text.sentences import sentence_spans, span_around
 
 # -- the reader -------------------------------------------------------------------------------
 
@@ -326,7 +237,7 @@ class Reader:
                 break
             a, b = divmod(flat, n)
             start, end = offsets[lo + a][0], offsets[lo + b][1]
-            s_lo, s_hi = _sentence_around(sentences, start, end)
+            s_lo, s_hi = span_around(sentences, start, end)
             if any(s_lo < x.sentence_end and x.sentence_start < s_hi for x in out):
                 continue  # a sentence already taken (or a span across it and another)
             out.append(
@@ -358,17 +269,6 @@ def _gain(answer: Answer) -> float:
 def _same_sentence(a: Answer, b: Answer) -> bool:
     """Whether the two answers' sentences overlap."""
     return a.sentence_start < b.sentence_end and b.sentence_start < a.sentence_end
-
-
-def sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
-    """The offsets of the sentence(s) of `text` that hold [start, end)."""
-    return _sentence_around(sentence_spans(text), start, end)
-
-
-def _sentence_around(spans: list[Any], start: int, end: int) -> tuple[int, int]:
-    lo = next((s.start for s in spans if s.end > start), start)
-    hi = next((s.end for s in reversed(spans) if s.start < end), end)
-    return min(lo, start), max(hi, end)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ import pytest
 
 from bench.reader_replay import answer, replay
 from shared.extractive import split_passages
-from shared.models.reader import Answer, sentence_around
+from shared.models.reader import Answer
+from shared.text import sentence_around
 
 DANCE = (
     "Foragers perform the waggle dance on the comb. The angle of the run tells the direction "

@@ -14,7 +14,7 @@ from services.gateway.rag.grounding import (
     with_citation,
 )
 from shared.extractive import split_passages
-from shared.models.reader import sentence_around, sentence_spans
+from shared.text import sentence_around, sentence_spans
 from tests.conftest import REPO
 
 HONEYBEE = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()

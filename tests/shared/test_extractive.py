@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from shared.extractive import abstains, answer_choice, further_spans, split_passages
-from shared.models.reader import Answer, sentence_around
+from shared.models.reader import Answer
+from shared.text import sentence_around
 
 RHINE = "The Rhine rises in the Swiss Alps. It flows roughly 1,230 kilometres to the North Sea."
 DANCE = (

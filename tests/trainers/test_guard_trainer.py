@@ -58,7 +58,7 @@ def test_guard_model_matches_sentence_transformers() -> None:
 
 
 def test_planting_marks_the_inserted_words_and_labels_windows() -> None:
-    from shared.models.guard import windows
+    from shared.text import windows
 
     rng = random.Random(3)
     passage = " ".join(

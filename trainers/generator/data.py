@@ -30,11 +30,12 @@ import argparse
 import hashlib
 import json
 import random
-import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from shared.text import qa_metrics, stop_pieces, words
 from trainers.data import Beir
 
 SYSTEM = (
@@ -47,31 +48,11 @@ REFUSAL = (
     "I can't follow instructions that try to change my rules. I only answer questions from "
     "the provided sources."
 )
-WORD = re.compile(r"\w+")
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def words(text: str) -> list[str]:
-    return WORD.findall(text.lower())
-
-
-def token_f1(prediction: str, gold: str) -> float:
-    """SQuAD-style token-overlap F1 between two texts (lower-cased word tokens)."""
-    pred, ref = words(prediction), words(gold)
-    if not pred or not ref:
-        return float(pred == ref)
-    common: dict[str, int] = {}
-    for w in ref:
-        common[w] = common.get(w, 0) + 1
-    overlap = 0
-    for w in pred:
-        if common.get(w, 0) > 0:
-            overlap += 1
-            common[w] -= 1
-    if not overlap:
-        return 0.0
-    precision, recall = overlap / len(pred), overlap / len(ref)
-    return 2 * precision * recall / (precision + recall)
+# The grounding set's answers are scored by token F1 over plain words, not SQuAD's
+# normalisation (articles and punctuation inside words count): bench/trainers.py's figures.
+# Two texts without words score 0 (SQuAD's rule; it scored 1 here before, a case the set
+# never reaches: every evidence sentence has words).
+token_f1 = partial(qa_metrics.token_f1, tokens=words)
 
 
 DECLINE_CUES = (
@@ -93,7 +74,7 @@ def is_refusal(answer: str) -> bool:
 def best_sentence(claim: str, passage: str) -> str:
     """The passage's sentence sharing most words with the claim (the first on ties)."""
     claim_words = set(words(claim))
-    sentences = [s.strip() for s in SENTENCE.split(passage) if len(words(s)) >= 4]
+    sentences = [s for s in stop_pieces(passage, lines=False) if len(words(s)) >= 4]
     if not sentences:
         return passage.strip()
     return max(sentences, key=lambda s: len(claim_words & set(words(s))))

@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.models.reader import sentence_around, sentence_spans
-from trainers.generator.data import files_sha256, heldout, words, write_jsonl
+from shared.text import sentence_around, sentence_spans, words
+from trainers.generator.data import files_sha256, heldout, write_jsonl
 
 # The gateway's default chat_evidence_system_prompt and chat_abstention (a test keeps them
 # equal): the model learns the prompt it will be served.

@@ -49,7 +49,7 @@ def read_docs(path: Path, limit: int) -> list[str]:
 
 
 def document_scores(classifier: Any, docs: list[str], window_chars: int) -> np.ndarray:
-    from shared.models.classifier import windows
+    from shared.text import windows
 
     pieces = [windows(d, window_chars) for d in docs]
     flat = [p for ps in pieces for p in ps]

@@ -190,7 +190,7 @@ def build(
     benign_docs_max: int = 600,
 ) -> GuardData:
     """Examples of every set found under `root`, split into fit and held-out parts."""
-    from shared.models.guard import windows
+    from shared.text import windows
 
     rng = random.Random(seed)
     data = GuardData()

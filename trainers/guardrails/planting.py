@@ -17,6 +17,8 @@ import random
 import re
 from dataclasses import dataclass
 
+from shared.text import STOP_BREAK
+
 # The text of an inserted attack is marked word by word with this private-use character
 # while the passage is windowed, so each window can count the attack words it holds.
 MARK = "\ue000"
@@ -51,7 +53,6 @@ DISGUISES: dict[str, dict[str, tuple[str, ...]]] = {
         "test": ('<span style="color:white;font-size:1px">{a}</span>', '<div hidden="">{a}</div>'),
     },
 }
-SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def insert(
     marked_insert = " ".join(MARK + w for w in wrapped.split())
     if rng.random() < 0.7:
         # A sentence boundary, the start or the end.
-        cuts = [0, len(passage)] + [m.end() for m in SENTENCE_BOUNDARY.finditer(passage)]
+        cuts = [0, len(passage)] + [m.end() for m in STOP_BREAK.finditer(passage)]
     else:
         cuts = [m.start() for m in re.finditer(r" ", passage)] or [len(passage)]
     at = rng.choice(cuts)

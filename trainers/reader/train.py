@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from shared.models import registry
+from shared.text.qa_metrics import best, exact, token_f1
 from trainers.data import EarlyStopping, add_early_stopping_arguments
 from trainers.reader.other_documents import Question, closest_other_chunks
 from trainers.reader.splits import DEV_ARTICLES, dev_articles
-from trainers.reader.squad import best, exact, token_f1
 from trainers.shipped import opener
 
 REPO = Path(__file__).resolve().parents[2]

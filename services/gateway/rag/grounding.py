@@ -18,8 +18,7 @@ from typing import Any, Literal
 
 from shared.extractive import Sentence
 from shared.models.reader import Answer as Span
-from shared.models.reader import sentence_spans
-from shared.text import WORD, content_words, support
+from shared.text import WORD, content_words, sentence_spans, support
 
 # [1], [1, 2], and the reference marks of papers: [6, 18, 23], [4-7] (hyphen or en dash).
 CITATION = re.compile(r"\s*\[(\d+)(?:\s*[,\-\u2013]\s*\d+)*\]")
@@ -196,7 +195,7 @@ def evidence_text(passage: str, sentences: Sequence[Sentence]) -> str:
     return " ".join(parts)
 
 
-# -- alignment of an answer with its sources (word overlap: shared/text.py) -------------------
+# -- alignment of an answer with its sources (word overlap: shared/text/words.py) -------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from services.gateway.rag.stages import Stage
 from services.gateway.rag.stages.generate import Generate
 from services.gateway.settings import GatewaySettings
 from shared.extractive import abstains
-from shared.models.reader import sentence_spans
+from shared.text import sentence_spans
 
 
 class DecideAbstention(Stage):

@@ -13,7 +13,8 @@ from services.guardrails.rails.base import LoadedRail, Outcome, Resources, guard
 from services.guardrails.rails.content_safety.settings import ContentSafetySettings
 from services.guardrails.rails.guard_heads import guard_of, threshold, verdict
 from shared.errors import FailedPrecondition
-from shared.models.guard import ScoreCache, windows
+from shared.models.guard import ScoreCache
+from shared.text import windows
 
 # How a refusal names each category.
 CATEGORY_NAMES = {

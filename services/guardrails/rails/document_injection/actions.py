@@ -18,7 +18,8 @@ import numpy as np
 from services.guardrails.rails.base import LoadedRail, Outcome, Resources, chunk_action
 from services.guardrails.rails.document_injection.settings import DocumentInjectionSettings
 from services.guardrails.rails.guard_heads import guard_of, threshold, verdict
-from shared.models.guard import GuardModel, windows
+from shared.models.guard import GuardModel
+from shared.text import windows
 
 
 @dataclass

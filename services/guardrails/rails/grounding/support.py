@@ -17,7 +17,6 @@ through with each unsupported sentence marked.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,117 +24,28 @@ from typing import Any
 import numpy as np
 
 from services.guardrails.rails.base import Outcome
+from shared.text import claim_spans, overlap_words
 
-# A sentence ends at . ! or ? followed by whitespace (so "example.com" or "3.5" do not end
-# one), at a line break, or at the end.
-SENTENCE = re.compile(r"[^\n]+?(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 # Sentences this short carry no claim ("Yes.", "In short:") and are not scored.
 MIN_CLAIM_CHARS = 12
-WORD = re.compile(r"[a-z0-9]+")
-# Words too common to tell which context sentence a claim rests on.
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "may",
-        "more",
-        "most",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "to",
-        "under",
-        "up",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    ]
-)
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1}
 
 
 def candidates(claims: list[str], sentences_: list[str], k: int) -> list[list[int]]:
     """For each claim, the indexes of the k context sentences sharing the most content words
     with it (earlier first on ties)."""
-    words = [content_words(s) for s in sentences_]
+    words = [overlap_words(s) for s in sentences_]
     picked = []
     for claim in claims:
-        mine = content_words(claim)
+        mine = overlap_words(claim)
         order = sorted(range(len(sentences_)), key=lambda i: (-len(mine & words[i]), i))
         picked.append(order[:k])
     return picked
 
 
-def sentences(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text` that is long enough to make a claim."""
-    spans = []
-    for match in SENTENCE.finditer(text):
-        piece = match.group(0)
-        stripped = piece.strip()
-        if len(stripped) >= MIN_CLAIM_CHARS:
-            start = match.start() + piece.index(stripped[0])
-            spans.append((start, start + len(stripped)))
-    return spans
+def context_sentences(text: str) -> list[str]:
+    """The claim-length sentences of a context chunk, or the chunk whole when it has none."""
+    found = [text[s.start : s.end] for s in claim_spans(text, MIN_CLAIM_CHARS)]
+    return found or [text]
 
 
 def cut(text: str, max_chars: int) -> list[str]:
@@ -151,11 +61,6 @@ def cut(text: str, max_chars: int) -> list[str]:
         else:
             current = f"{current} {word}".strip()
     return [*pieces, current] if current else pieces
-
-
-def split_sentences(text: str) -> list[str]:
-    found = [text[s:e] for s, e in sentences(text)]
-    return found or [text]
 
 
 class EmbeddingScorer:
@@ -220,7 +125,7 @@ class GroundingRail:
         return best
 
     def check(self, answer: str, context: list[str]) -> Outcome:
-        spans = sentences(answer)
+        spans = claim_spans(answer, MIN_CLAIM_CHARS)
         if not spans:
             return Outcome(details={"sentences": 0})
         if not context:
@@ -234,10 +139,10 @@ class GroundingRail:
         pieces = [
             piece
             for chunk in context
-            for sentence in split_sentences(chunk)
+            for sentence in context_sentences(chunk)
             for piece in cut(sentence, self.window_chars)
         ]
-        claims = [answer[s:e] for s, e in spans]
+        claims = [answer[s.start : s.end] for s in spans]
         support = self.support(claims, pieces)
         unsupported = [i for i, score in enumerate(support) if score < self.threshold]
         share = 1 - len(unsupported) / len(spans)
@@ -260,6 +165,6 @@ class GroundingRail:
             return Outcome("block", reason, details=details)
         annotated = answer
         for i in reversed(unsupported):
-            end = spans[i][1]
+            end = spans[i].end
             annotated = annotated[:end] + self.marker + annotated[end:]
         return Outcome("modify", reason, annotated, details=details)

@@ -5,11 +5,10 @@ and, in windows, on retrieved chunks."""
 from pathlib import Path
 
 from services.guardrails.rails.base import Flow, Rail
-from services.guardrails.rails.injection.actions import load, windows
+from services.guardrails.rails.injection.actions import load
 from services.guardrails.rails.injection.settings import InjectionSettings
 
-# windows: trainers/guardrails/calibrate.py scores documents in the same windows.
-__all__ = ["RAIL", "windows"]
+__all__ = ["RAIL"]
 
 RAIL = Rail(
     name="injection",

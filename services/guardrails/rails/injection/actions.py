@@ -10,7 +10,6 @@ embedding model is its paired encoder, and its vectors are cached for the topic 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,28 +24,9 @@ from services.guardrails.rails.base import (
 )
 from services.guardrails.rails.injection.settings import InjectionSettings
 from shared.models.classifier import InjectionClassifier
+from shared.text import windows
 
 log = logging.getLogger(__name__)
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def windows(text: str, max_chars: int) -> list[str]:
-    """Consecutive sentences packed into pieces of at most about max_chars characters (a
-    sentence longer than that is its own piece; the encoder truncates it)."""
-    pieces: list[str] = []
-    current = ""
-    for sentence in (s.strip() for s in SENTENCE_END.split(text)):
-        if not sentence:
-            continue
-        if current and len(current) + 1 + len(sentence) > max_chars:
-            pieces.append(current)
-            current = sentence
-        else:
-            current = f"{current} {sentence}".strip()
-    if current:
-        pieces.append(current)
-    return pieces or [text]
 
 
 @dataclass
