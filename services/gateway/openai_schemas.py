@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from services.gateway.schemas import COLLECTION_NAME, SearchMode
 from services.gateway.validation import INT32_MAX, INT64_MAX, INT64_MIN, FilterObject
+from shared.verdict import Verdict
 
 if TYPE_CHECKING:
     from services.gateway.passage import Passage
@@ -240,18 +241,27 @@ class Citation(BaseModel):
 
 
 class RailOutcome(BaseModel):
-    verdict: Literal["allow", "block", "modify"]
+    verdict: Verdict
     rail: str = ""
     reason: str = ""
     modified: bool = False
     duration_ms: float = 0.0
 
 
+class ChunkOutcome(BaseModel):
+    """A retrieved chunk the retrieval rails dropped (block) or redacted (modify)."""
+
+    chunk_id: str
+    verdict: Verdict
+    rail: str = Field(description="The rail that decided.")
+    reason: str
+
+
 class GuardrailsReport(BaseModel):
     enabled: bool
     input: RailOutcome | None = None
-    retrieval: list[dict[str, str]] = Field(
-        default_factory=list, description="Chunks dropped or redacted: id, verdict, rail, reason."
+    retrieval: list[ChunkOutcome] = Field(
+        default_factory=list, description="Chunks dropped or redacted, in retrieval order."
     )
     output: RailOutcome | None = None
 

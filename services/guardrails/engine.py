@@ -19,10 +19,17 @@ from typing import Any
 
 from services.guardrails import colang
 from services.guardrails import llm as ragrail_llm
-from services.guardrails.rails.base import CHUNKS_VARIABLE, CONTEXT_VARIABLE, TEXT_VARIABLES, Flow
+from services.guardrails.rails.base import (
+    CHUNKS_VARIABLE,
+    CONTEXT_VARIABLE,
+    TEXT_VARIABLES,
+    Flow,
+    Outcome,
+)
 from services.guardrails.railset import RailSet
 from services.guardrails.results import Activation, Check, decide
 from shared.errors import FailedPrecondition
+from shared.verdict import Verdict
 
 log = logging.getLogger(__name__)
 NO_QUERY = "(no query)"
@@ -32,23 +39,6 @@ LLM_FLOW_PREFIXES = ("self check",)
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-def outcome_of(value: Any) -> tuple[str, str, bool]:
-    """(verdict, reason, errored) from an action's return value: a ragrail Outcome dict, or
-    NeMo Guardrails' RailOutcome (its library rails, e.g. injection detection)."""
-    if isinstance(value, dict) and "verdict" in value:
-        return str(value["verdict"]), str(value.get("reason") or ""), bool(value.get("errored"))
-    decision = getattr(value, "decision", None)
-    if decision is not None:
-        verdict = {"allow": "allow", "block": "block", "transform": "modify"}[decision.value]
-        meta = dict(getattr(value, "metadata", {}) or {})
-        detections = meta.get("detections") or []
-        reason = value.reason or (
-            f"YARA rules matched: {', '.join(detections)}" if detections else ""
-        )
-        return verdict, reason, bool(getattr(value, "failed", False))
-    return "allow", "", False
 
 
 class Engine(ABC):
@@ -79,7 +69,11 @@ def engine_failed(stage: str, exc: BaseException) -> Check:
     log.error("guardrails engine failed", exc_info=exc, extra={"stage": stage})
     reason = f"the {stage} rails could not run ({type(exc).__name__}); failing closed"
     return Check(
-        "block", "guardrails", reason, "", [Activation("guardrails", "block", reason, 0, True)]
+        Verdict.BLOCK,
+        "guardrails",
+        reason,
+        "",
+        [Activation("guardrails", Verdict.BLOCK, reason, 0, True)],
     )
 
 
@@ -90,17 +84,12 @@ def chunk_checks(
     for i, original in enumerate(chunks):
         activations = []
         for rail, ms, outcomes in per_rail:
-            outcome = outcomes[i] if i < len(outcomes) else None
-            if outcome is None:
+            value = outcomes[i] if i < len(outcomes) else None
+            if value is None:
                 continue  # dropped by an earlier rail
+            outcome = Outcome.of_action_value(value)
             activations.append(
-                Activation(
-                    rail,
-                    outcome["verdict"],
-                    outcome.get("reason") or "",
-                    ms,
-                    bool(outcome.get("errored")),
-                )
+                Activation(rail, outcome.verdict, outcome.reason, ms, outcome.errored)
             )
         text = final[i] if i < len(final) else None
         check = decide(original, original if text is None else text, activations)
@@ -233,17 +222,20 @@ class NemoEngine(Engine):
         rail = flow if flow in flows else "guardrails"
         reason = f"{message}; failing closed"
         log.error("LLM rail failed", extra={"rail": rail, "stage": stage, "error": message})
-        return Check("block", rail, reason, "", [Activation(rail, "block", reason, 0, True)])
+        return Check(
+            Verdict.BLOCK, rail, reason, "", [Activation(rail, Verdict.BLOCK, reason, 0, True)]
+        )
 
     @staticmethod
     def _activations(response: Any, failures: Sequence[tuple[str, str]] = ()) -> list[Activation]:
         out = []
         for rail in response.log.activated_rails:
-            verdict, reason, errored = "allow", "", False
+            verdict, reason, errored = Verdict.ALLOW, "", False
             values = [a.return_value for a in rail.executed_actions if a.return_value is not None]
             llm_calls = [c for a in rail.executed_actions for c in a.llm_calls]
             if values:
-                verdict, reason, errored = outcome_of(values[0])
+                outcome = Outcome.of_action_value(values[0])
+                verdict, reason, errored = outcome.verdict, outcome.reason, outcome.errored
                 if llm_calls and not reason:
                     # An LLM rail: its verdict is the model's answer.
                     reason = "; ".join(
@@ -263,7 +255,7 @@ class NemoEngine(Engine):
                     else "the rail's action raised (see the service log); failing closed"
                 )
             if rail.stop or errored:
-                verdict = "block"
+                verdict = Verdict.BLOCK
             out.append(
                 Activation(
                     rail.name, verdict, reason, round((rail.duration or 0) * 1000, 3), errored
@@ -394,25 +386,21 @@ class DirectEngine(Engine):
         for flow in flows:
             t = time.perf_counter()
             try:
-                value = await self._call(self.flows[flow], text, context)
-                verdict, reason, errored = outcome_of(value)
+                outcome = Outcome.of_action_value(await self._call(self.flows[flow], text, context))
             except Exception as exc:  # NeMo's library action; ours never raise
                 log.error("rail failed", exc_info=exc, extra={"rail": flow})
-                verdict, reason, errored = (
-                    "block",
+                outcome = Outcome(
+                    Verdict.BLOCK,
                     f"rail error ({type(exc).__name__}), failing closed",
-                    True,
+                    errored=True,
                 )
-            activations.append(Activation(flow, verdict, reason, _ms(t), errored))
-            if verdict == "block":
+            activations.append(
+                Activation(flow, outcome.verdict, outcome.reason, _ms(t), outcome.errored)
+            )
+            if outcome.verdict == Verdict.BLOCK:
                 break
-            if verdict == "modify":
-                new = (
-                    value.get("text")
-                    if isinstance(value, dict)
-                    else (value.metadata or {}).get("text")
-                )
-                text = str(new) if new is not None else text
+            if outcome.verdict == Verdict.MODIFY and outcome.text is not None:
+                text = outcome.text
         check = decide(original, text, activations)
         check.ms = _ms(started)
         return check

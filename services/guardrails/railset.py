@@ -187,7 +187,7 @@ def pending_rail(rail: Rail) -> LoadedRail:
         return Outcome(reason=PENDING_REASON, details={"pending": True})
 
     async def allow(text: str = "", source: str = "input") -> dict[str, Any]:
-        return outcome().as_dict()
+        return outcome().action_value()
 
     each_chunk = chunk_action(rail.name, "allow", lambda chunks: [outcome() for _ in chunks])
     actions = {f.action: each_chunk if f.stage == "retrieval" else allow for f in rail.flows}

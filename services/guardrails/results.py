@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.verdict import Verdict
+
 
 @dataclass
 class Activation:
     rail: str
-    verdict: str  # allow | block | modify
+    verdict: Verdict
     reason: str = ""
     ms: float = 0.0
     errored: bool = False
@@ -16,7 +18,7 @@ class Activation:
 
 @dataclass
 class Check:
-    verdict: str = "allow"
+    verdict: Verdict = Verdict.ALLOW
     rail: str = ""
     reason: str = ""
     text: str = ""
@@ -27,13 +29,13 @@ class Check:
 def decide(original: str, final: str, activations: list[Activation]) -> Check:
     """The answer from the rails that ran: the first block decides; otherwise every rail
     that changed the text is named; otherwise allow."""
-    blocked = next((a for a in activations if a.verdict == "block"), None)
+    blocked = next((a for a in activations if a.verdict == Verdict.BLOCK), None)
     if blocked is not None:
-        return Check("block", blocked.rail, blocked.reason, "", activations)
-    changed = [a for a in activations if a.verdict == "modify"]
+        return Check(Verdict.BLOCK, blocked.rail, blocked.reason, "", activations)
+    changed = [a for a in activations if a.verdict == Verdict.MODIFY]
     if changed and final != original:
         return Check(
-            "modify",
+            Verdict.MODIFY,
             ", ".join(a.rail for a in changed),
             "; ".join(a.reason for a in changed if a.reason),
             final,
@@ -41,4 +43,4 @@ def decide(original: str, final: str, activations: list[Activation]) -> Check:
         )
     errored = [a for a in activations if a.errored]
     reason = "; ".join(f"{a.rail}: {a.reason}" for a in errored)
-    return Check("allow", "", reason, "", activations)
+    return Check(Verdict.ALLOW, "", reason, "", activations)

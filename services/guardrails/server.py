@@ -32,27 +32,23 @@ from shared.models.classifier import InjectionClassifier
 from shared.models.guard import GuardModel
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from shared.server import Built, ServiceSpec
+from shared.verdict import Verdict
 from shared.version import VERSION
 
 log = logging.getLogger(__name__)
-VERDICTS = {
-    "allow": guardrails_pb2.VERDICT_ALLOW,
-    "block": guardrails_pb2.VERDICT_BLOCK,
-    "modify": guardrails_pb2.VERDICT_MODIFY,
-}
 ROLES = ("system", "user", "assistant")
 
 
 def to_proto(check: Check) -> guardrails_pb2.RailResult:
     return guardrails_pb2.RailResult(
-        verdict=VERDICTS[check.verdict],
+        verdict=check.verdict.proto,
         rail=check.rail,
         reason=check.reason,
-        modified_text=check.text if check.verdict == "modify" else "",
+        modified_text=check.text if check.verdict == Verdict.MODIFY else "",
         activations=[
             guardrails_pb2.RailActivation(
                 rail=a.rail,
-                verdict=VERDICTS.get(a.verdict, guardrails_pb2.VERDICT_UNSPECIFIED),
+                verdict=a.verdict.proto,
                 reason=a.reason,
                 duration_ms=a.ms,
                 errored=a.errored,

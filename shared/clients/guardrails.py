@@ -5,20 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import grpc
 
 from shared.clients.base import TypedClient
 from shared.errors import RagrailError
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
-
-Verdict = Literal["allow", "block", "modify"]
-_VERDICTS: dict[int, Verdict] = {
-    guardrails_pb2.VERDICT_ALLOW: "allow",
-    guardrails_pb2.VERDICT_BLOCK: "block",
-    guardrails_pb2.VERDICT_MODIFY: "modify",
-}
+from shared.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +25,7 @@ class RailVerdict:
     @classmethod
     def of(cls, result: guardrails_pb2.RailResult) -> RailVerdict:
         return cls(
-            # an unknown verdict is not an allow
-            verdict=_VERDICTS.get(result.verdict, "block"),
+            verdict=Verdict.of_proto(result.verdict),  # an unknown one is a block
             rail=result.rail,
             reason=result.reason,
             modified_text=result.modified_text,

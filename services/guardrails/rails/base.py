@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from shared.verdict import Verdict
+
 if TYPE_CHECKING:
     from services.guardrails.railset import VectorCache
     from services.guardrails.settings import GuardrailsSettings
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Verdict = Literal["allow", "block", "modify"]
 Stage = Literal["input", "retrieval", "output"]
 STAGES: tuple[Stage, ...] = ("input", "retrieval", "output")
 OnError = Literal["block", "allow"]
@@ -57,26 +58,68 @@ DEFAULT_PARAMS: dict[Stage, dict[str, str]] = {
 }
 
 
+# NeMo Guardrails' RailOutcome decisions (its library rails) as verdicts.
+NEMO_DECISIONS = {"allow": Verdict.ALLOW, "block": Verdict.BLOCK, "transform": Verdict.MODIFY}
+
+
 @dataclass
 class Outcome:
     """What one check of one rail found."""
 
-    verdict: Verdict = "allow"
+    verdict: Verdict = Verdict.ALLOW
     reason: str = ""
-    # The text to use instead, when verdict is "modify".
+    # The text to use instead, when verdict is modify.
     text: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     errored: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        """What an action returns to a Colang flow ($r.verdict, $r.text, ...)."""
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)  # a rail may say "block"
+
+    # -- the NeMo Guardrails boundary: an action's return value, both ways. Actions return
+    # plain dicts, as Colang flows read them ($r.verdict == "block", $r.text); the engines
+    # read every action's value back here, ragrail's and NeMo Guardrails' library rails'.
+
+    def action_value(self) -> dict[str, Any]:
+        """What an action returns to its Colang flow ($r.verdict, $r.text, ...)."""
         return {
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "reason": self.reason,
             "text": self.text,
             "details": self.details,
             "errored": self.errored,
         }
+
+    @classmethod
+    def of_action_value(cls, value: Any) -> Outcome:
+        """An action's return value read back: a ragrail outcome (action_value, or a
+        retrieval action's, which has no text), or NeMo Guardrails' RailOutcome (its library
+        rails, e.g. injection detection: a decision, the text in its metadata). Anything
+        else, None included, allows."""
+        if isinstance(value, dict) and "verdict" in value:
+            text = value.get("text")
+            return cls(
+                Verdict(value["verdict"]),
+                str(value.get("reason") or ""),
+                None if text is None else str(text),
+                dict(value.get("details") or {}),
+                bool(value.get("errored")),
+            )
+        decision = getattr(value, "decision", None)
+        if decision is not None:
+            meta = dict(getattr(value, "metadata", {}) or {})
+            detections = meta.get("detections") or []
+            reason = value.reason or (
+                f"YARA rules matched: {', '.join(detections)}" if detections else ""
+            )
+            text = meta.get("text")
+            return cls(
+                NEMO_DECISIONS[decision.value],
+                reason,
+                None if text is None else str(text),
+                errored=bool(getattr(value, "failed", False)),
+            )
+        return cls()
 
 
 class RailSettings(BaseModel):
@@ -192,7 +235,7 @@ def failed(rail: str, on_error: str, exc: BaseException) -> Outcome:
     log.error("rail failed", exc_info=exc, extra={"rail": rail, "on_error": on_error})
     side = "failing closed" if on_error == "block" else "failing open"
     return Outcome(
-        "block" if on_error == "block" else "allow",
+        Verdict.BLOCK if on_error == "block" else Verdict.ALLOW,
         f"rail error ({type(exc).__name__}), {side} as configured (on_error: {on_error})",
         errored=True,
     )
@@ -210,7 +253,7 @@ async def guarded(
     except Exception as exc:
         outcome = failed(rail, on_error, exc)
     outcome.details["rail_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    return outcome.as_dict()
+    return outcome.action_value()
 
 
 def chunk_action(rail: str, on_error: str, check: Callable[[list[str]], list[Outcome]]) -> Action:
@@ -227,14 +270,14 @@ def chunk_action(rail: str, on_error: str, check: Callable[[list[str]], list[Out
         outcomes: list[dict[str, Any] | None] = [None] * len(chunks)
         new = list(chunks)
         for i, outcome in zip(live, results, strict=True):
-            outcomes[i] = outcome.as_dict()
-            if outcome.verdict == "block":
+            outcomes[i] = outcome.action_value()
+            if outcome.verdict == Verdict.BLOCK:
                 new[i] = None
-            elif outcome.verdict == "modify":
+            elif outcome.verdict == Verdict.MODIFY:
                 new[i] = outcome.text
-        changed = sum(1 for o in outcomes if o and o["verdict"] != "allow")
+        changed = sum(1 for o in results if o.verdict != Verdict.ALLOW)
         return {
-            "verdict": "modify" if changed else "allow",
+            "verdict": (Verdict.MODIFY if changed else Verdict.ALLOW).value,
             "reason": f"{changed} of {len(live)} chunk(s) dropped or changed" if changed else "",
             "chunks": new,
             "outcomes": outcomes,

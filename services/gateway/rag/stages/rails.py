@@ -3,13 +3,14 @@ answer (output), each checked by the guardrails service within the chat's deadli
 
 from __future__ import annotations
 
-from services.gateway.openai_schemas import RailOutcome
+from services.gateway.openai_schemas import ChunkOutcome, RailOutcome
 from services.gateway.passage import Passage
 from services.gateway.rag import metrics
 from services.gateway.rag.conversation import Turn
 from services.gateway.rag.protocol import Answer, ChatState
 from services.gateway.rag.stages import Stage
 from shared.clients import GuardrailsClient, RailVerdict
+from shared.verdict import Verdict
 
 
 def outcome(verdict: RailVerdict) -> RailOutcome:
@@ -17,7 +18,7 @@ def outcome(verdict: RailVerdict) -> RailOutcome:
         verdict=verdict.verdict,
         rail=verdict.rail,
         reason=verdict.reason,
-        modified=verdict.verdict == "modify",
+        modified=verdict.verdict == Verdict.MODIFY,
         duration_ms=round(verdict.duration_ms, 2),
     )
 
@@ -46,9 +47,9 @@ class InputRails(_RailStage):
         verdict = await self.client.check_input(chat.turns, timeout_s=self.timeout(chat))
         chat.report.input = outcome(verdict)
         metrics.RAIL_VERDICTS.labels("input", verdict.verdict).inc()
-        if verdict.verdict == "block":
+        if verdict.verdict == Verdict.BLOCK:
             chat.blocked = True
-        elif verdict.verdict == "modify":
+        elif verdict.verdict == Verdict.MODIFY:
             chat.turns[-1] = Turn(chat.turns[-1].role, verdict.modified_text)
 
 
@@ -69,19 +70,19 @@ class RetrievalRails(_RailStage):
         kept: list[Passage] = []
         for passage in chat.passages:
             verdict = verdicts.get(passage.chunk_id)
-            if verdict is None or verdict.verdict == "allow":
+            if verdict is None or verdict.verdict == Verdict.ALLOW:
                 kept.append(passage)
                 continue
             chat.report.retrieval.append(
-                {
-                    "chunk_id": passage.chunk_id,
-                    "verdict": verdict.verdict,
-                    "rail": verdict.rail,
-                    "reason": verdict.reason,
-                }
+                ChunkOutcome(
+                    chunk_id=passage.chunk_id,
+                    verdict=verdict.verdict,
+                    rail=verdict.rail,
+                    reason=verdict.reason,
+                )
             )
             metrics.RAIL_VERDICTS.labels("retrieval", verdict.verdict).inc()
-            if verdict.verdict == "modify":
+            if verdict.verdict == Verdict.MODIFY:
                 kept.append(passage.with_text(verdict.modified_text))  # redacted
         if chat.passages and not kept:
             chat.blocked = True
@@ -89,11 +90,11 @@ class RetrievalRails(_RailStage):
         chat.passages = kept
 
 
-def withheld_text(dropped: list[dict[str, str]]) -> str:
+def withheld_text(dropped: list[ChunkOutcome]) -> str:
     """What the answer says when the retrieval rails dropped every chunk found: not a bare
     refusal, but that sources exist and were withheld, by which rail and why."""
     n = len(dropped)
-    reasons = list(dict.fromkeys(f"{d['rail']}: {d['reason']}" for d in dropped))[:2]
+    reasons = list(dict.fromkeys(f"{d.rail}: {d.reason}" for d in dropped))[:2]
     return (
         f"{'The source' if n == 1 else f'All {n} sources'} found for this question "
         f"{'was' if n == 1 else 'were'} withheld by the guardrails, so there is nothing to "
@@ -124,12 +125,12 @@ class OutputRails(_RailStage):
         )
         chat.report.output = outcome(verdict)
         metrics.RAIL_VERDICTS.labels("output", verdict.verdict).inc()
-        if verdict.verdict == "block":
+        if verdict.verdict == Verdict.BLOCK:
             chat.answer = Answer(
                 self.settings.chat_refusal,
                 "content_filter",
                 chat.answer.prompt_tokens,
                 chat.answer.completion_tokens,
             )
-        elif verdict.verdict == "modify":
+        elif verdict.verdict == Verdict.MODIFY:
             chat.answer.text = verdict.modified_text
