@@ -5,7 +5,7 @@
     python bench/embedder_remote.py --remote-url http://127.0.0.1:7997/v1 --remote-model NAME
 
 It embeds BEIR SciFact's corpus and test queries with both backends as the embedder service
-builds them (services.embedder.backends.load_backend: local sentence-transformers on PyTorch,
+builds them (as services.embedder.backends does: local sentence-transformers on PyTorch,
 and `openai` through a real server, by default infinity started here serving the same
 packaged all-MiniLM-L6-v2 on a loopback port), and prints:
   * throughput (texts/s) of each over the same texts, timed slice by slice in alternating
@@ -32,9 +32,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import SHARED_DATA, load_beir
-from services.embedder.backends import load_backend
-from services.embedder.settings import EmbedderSettings
-from shared.models.encoder import PACKAGED_MODEL_NAME, Encoder, packaged_minilm
+from shared.models.encoder import PACKAGED_MODEL_NAME, Encoder, TorchEncoder, packaged_minilm
+from shared.models.remote import RemoteServer, RemoteServerSettings
+from shared.models.remote_encoder import RemoteEncoder
 from trainers.data import ndcg_at, recall_at
 
 console = Console()
@@ -119,22 +119,32 @@ def main() -> int:
         url = server.url
         console.print(f"infinity {url} (log {log})")
     try:
-        settings = EmbedderSettings()
+        # The two encoders the embedder's backends build (sentence-transformers and openai),
+        # built here from shared/ as the service does: bench/ imports no services.* module.
+        remote = RemoteServer(
+            RemoteServerSettings(
+                remote_url=url,
+                remote_model=args.remote_model,
+                # Timed, not limited: other jobs on the cores may slow a request.
+                remote_timeout_s=600.0,
+            ),
+            "embedder",
+        )
         backends: dict[str, Encoder] = {
-            "local": load_backend(settings),
-            "openai": load_backend(
-                settings.model_copy(
-                    update={
-                        "backend": "openai",
-                        "remote_url": url,
-                        "remote_model": args.remote_model,
-                        "remote_tokenizer": str(packaged_minilm()),
-                        "remote_batch_size": args.remote_batch_size,
-                        "remote_concurrency": args.remote_concurrency,
-                        # Timed, not limited: other jobs on the cores may slow a request.
-                        "remote_timeout_s": 600.0,
-                    }
-                )
+            "local": TorchEncoder.load(
+                packaged_minilm(),
+                device="cpu",
+                threads=0,
+                max_length=0,
+                batch_size=32,
+                normalize=True,
+                model_name=PACKAGED_MODEL_NAME,
+            ),
+            "openai": RemoteEncoder(
+                remote,
+                batch_size=args.remote_batch_size,
+                tokenizer=str(packaged_minilm()),
+                concurrency=args.remote_concurrency,
             ),
         }
         for backend in backends.values():
