@@ -29,6 +29,7 @@ from shared.errors import FailedPrecondition
 from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import gateway_process, grpc_service
+from tests.generator import calls
 from tests.generator.openai_peer import MODEL_ALIAS, LlamaServer, llama_server, server_missing
 
 pytestmark = pytest.mark.integration
@@ -102,21 +103,11 @@ def target(request: pytest.FixtureRequest, generators: dict[str, str]) -> str:
 
 
 def call(target: str, method: str, message: Any, timeout: float = 60) -> Any:
-    async def go() -> Any:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = generator_pb2_grpc.GeneratorStub(channel)
-            return await getattr(stub, method)(message, timeout=timeout)
-
-    return asyncio.run(go())
+    return calls.call(target, method, message, timeout)
 
 
 def stream(target: str, message: Any, timeout: float = 60) -> list[generator_pb2.GenerateChunk]:
-    async def go() -> list[generator_pb2.GenerateChunk]:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = generator_pb2_grpc.GeneratorStub(channel)
-            return [c async for c in stub.GenerateStream(message, timeout=timeout)]
-
-    return asyncio.run(go())
+    return calls.stream(target, message, timeout)
 
 
 def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:

@@ -28,6 +28,7 @@ import yaml
 from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import REPO, free_port, grpc_service
+from tests.generator import calls
 from tests.generator.triton_server import TritonPeer, pytriton_missing, triton_peer
 
 pytestmark = pytest.mark.integration
@@ -98,21 +99,11 @@ def protocol(request: pytest.FixtureRequest) -> str:
 
 
 def call(target: str, method: str, message: Any, timeout: float = 120) -> Any:
-    async def go() -> Any:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = generator_pb2_grpc.GeneratorStub(channel)
-            return await getattr(stub, method)(message, timeout=timeout)
-
-    return asyncio.run(go())
+    return calls.call(target, method, message, timeout)
 
 
 def stream(target: str, message: Any, timeout: float = 120) -> list[generator_pb2.GenerateChunk]:
-    async def go() -> list[generator_pb2.GenerateChunk]:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = generator_pb2_grpc.GeneratorStub(channel)
-            return [c async for c in stub.GenerateStream(message, timeout=timeout)]
-
-    return asyncio.run(go())
+    return calls.stream(target, message, timeout)
 
 
 def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
