@@ -54,13 +54,14 @@ $(PYTRITON_VENV)/.installed: $(PYTRITON_REQUIREMENTS) | $(STAMP)
 # The test embeddings/rerank server's own environment (tests/infinity_peer): infinity-emb
 # serves /v1/embeddings and /v1/rerank from local model directories but pins numpy<2 and
 # huggingface-hub<1, which .venv cannot hold. torch comes as the CPU wheel (the requirements
-# pin it exactly). About two and a half minutes on 2 cores, 1.4 GB.
+# pin it exactly). About two and a half minutes on 2 cores, 1.4 GB. It needs nothing of .venv,
+# so .ci/run installs it beside `make install` (whose llama.cpp compile is the long pole).
 INFINITY_VENV := .venv-infinity
 INFINITY_REQUIREMENTS := tests/infinity_peer/requirements.txt
 
 infinity-env: $(INFINITY_VENV)/.installed
 
-$(INFINITY_VENV)/.installed: $(INFINITY_REQUIREMENTS) | $(STAMP)
+$(INFINITY_VENV)/.installed: $(INFINITY_REQUIREMENTS)
 	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/python -m pip --disable-pip-version-check install \
 		-r $(INFINITY_REQUIREMENTS)
