@@ -214,6 +214,8 @@ class Citation(BaseModel):
     collection: str
     score: float
     snippet: str
+    page: int | None = Field(None, description="First page of a paged document it is from.")
+    pages: list[int] | None = Field(None, description="Every page the source spans.")
     cited: bool = Field(description="The answer contains [index].")
     evidence: list[EvidenceSpan] = Field(
         default_factory=list,
@@ -235,6 +237,8 @@ class Citation(BaseModel):
             collection=source.collection,
             score=source.score,
             snippet=source.text[:SNIPPET_CHARS],
+            page=source.page,
+            pages=source.pages,
             cited=f"[{index}]" in answer,
             evidence=evidence or [],
         )

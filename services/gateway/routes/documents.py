@@ -77,7 +77,7 @@ async def ingest_documents(
     progress = IngestProgress(settings.ingest_max_chunks, "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS", hint)
 
     async def run() -> schemas.IngestResponse:
-        docs = await parse_documents(ingest)
+        docs = await parse_documents(ingest, settings, progress)
         options = ingest.options
         chunker = await pipeline.chunker(options.chunk_size, options.chunk_overlap)
         outcomes, replaced = await pipeline.run(ingest.collection, docs, chunker, progress)
