@@ -256,6 +256,9 @@ def _read_page(
         reason = f"{failure}; OCR: {exc}" if failure else f"OCR: {exc}"
         ctx.warnings.append(f"page {number} of '{name}' skipped: {reason}")
         return text, "skipped"
+    if failure and not read.strip():
+        ctx.warnings.append(f"page {number} of '{name}' skipped: {failure}")
+        return "", "skipped"
     if len(read.strip()) >= len(text.strip()):
         return read, "ocr"
     return text, "text"

@@ -48,8 +48,14 @@ class PendingDocument:
     table_chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def split(self, chunker: Chunker, spans: TokenSpans, table_spans: list[TokenSpans]) -> None:
-        """Cuts the text into token windows, then each table into row pieces after them."""
-        self.chunks = chunker.split(self.parsed.text, spans)
+        """Cuts the text into token windows, then each table into row pieces after them. A
+        paged document is cut page by page: no chunk spans two pages, so the page a chunk
+        cites is the page its text is on."""
+        page_starts = self.parsed.metadata.get("page_starts")
+        if page_starts:
+            self.chunks = _split_by_pages(chunker, self.parsed.text, spans, page_starts)
+        else:
+            self.chunks = chunker.split(self.parsed.text, spans)
         self.table_chunks = {}
         for number, (table, tspans) in enumerate(
             zip(self.parsed.tables, table_spans, strict=True), start=1
@@ -62,6 +68,32 @@ class PendingDocument:
                     meta["page"] = table.page
                     meta["pages"] = [table.page]
                 self.table_chunks[index] = meta
+
+
+def _split_by_pages(
+    chunker: Chunker, text: str, spans: TokenSpans, page_starts: list[int]
+) -> list[TextChunk]:
+    chunks: list[TextChunk] = []
+    bounds = [*page_starts[1:], len(text)]
+    token = 0
+    for start, end in zip(page_starts, bounds, strict=True):
+        page_spans = TokenSpans()
+        while token < len(spans) and spans.starts[token] < end:
+            if spans.starts[token] >= start:
+                page_spans.starts.append(spans.starts[token] - start)
+                page_spans.ends.append(min(spans.ends[token], end) - start)
+            token += 1
+        for chunk in chunker.split(text[start:end], page_spans):
+            chunks.append(
+                TextChunk(
+                    len(chunks),
+                    chunk.text,
+                    chunk.start_char + start,
+                    chunk.end_char + start,
+                    chunk.num_tokens,
+                )
+            )
+    return chunks
 
 
 @dataclass
