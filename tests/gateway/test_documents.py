@@ -136,3 +136,20 @@ def test_a_job_reports_pages_done_out_of_total(suite, ingested) -> None:  # type
     assert (job["pages_done"], job["pages_total"]) == (3, 3)
     assert all(done <= total for done, total in seen)
     assert job["result"]["documents"][0]["ocr_pages"] == 3
+
+
+def test_ragrail_ask_lists_each_source_with_its_page(suite, ingested) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from ragrail.cli import app
+
+    fact = FACTS[1]
+    args = ["ask", fact.text, "-c", COLLECTION, "--gateway", suite.gateway_url]
+    args += ["--answer-mode", "extractive", "--top-k", "3", "--no-rails"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    sources = result.output.split("Sources", 1)[1]
+    top = re.search(r"\[1\] (\S+), p\. (\d+)\b", sources)
+    assert top is not None, sources
+    # The fact is on page 2 of the PDFs, and on the only page of page2.png.
+    assert int(top.group(2)) == (1 if top.group(1) == "page2.png" else fact.page), sources
