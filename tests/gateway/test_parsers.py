@@ -499,3 +499,33 @@ def test_sample_corpus_parses() -> None:
         doc = parse_document(path.read_bytes(), path.name)
         assert 150 <= len(doc.text.split()) <= 600, path.name
         assert doc.title
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_a_large_table_splits_by_rows_repeating_caption_and_header() -> None:
+    from services.gateway.ingest.tables import make_table, split_table
+    from shared.chunking import whitespace_spans
+
+    rows = [["Segment", "2022", "2023"]] + [[f"Unit {i}", str(i), str(2 * i)] for i in range(40)]
+    table = make_table(rows, "Table 7: units")
+    assert table is not None
+    pieces = split_table(table, whitespace_spans(table.markdown()), max_tokens=40)
+    assert len(pieces) > 3
+    seen = []
+    for text, tokens in pieces:
+        lines = text.splitlines()
+        assert lines[:3] == ["Table 7: units", "| Segment | 2022 | 2023 |", "| --- | --- | --- |"]
+        assert tokens == len(text.split()) <= 40  # whole rows, within the limit
+        seen.extend(lines[3:])
+    assert seen == table.body_lines()  # every row once, in order
+
+
+def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> None:
+    from services.gateway.ingest.tables import make_table
+
+    table = make_table([["a", None, "b"], [None, None, None], ["1", "", "2\nx"]])
+    assert table is not None and table.rows == [["a", "b"], ["1", "2 x"]]
+    assert make_table([["only one row", "x"]]) is None
+    assert make_table([["a"], ["b"]]) is None

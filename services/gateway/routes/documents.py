@@ -64,7 +64,8 @@ async def ingest_documents(
     settings: GatewaySettings = Depends(get_settings),
     pipeline: IngestPipeline = Depends(get_pipeline),
 ) -> schemas.IngestResponse:
-    """Ingests documents: multipart files (txt, md, html, pdf, docx) or JSON text.
+    """Ingests documents: multipart files (txt, md, html, pdf, docx; png, jpg, tiff by OCR)
+    or JSON text.
 
     Each document is parsed, cut into token chunks with overlap, embedded and stored with its
     metadata. A document's id is its file name (or the `id` given); ingesting the same id
