@@ -75,14 +75,18 @@ def unavailable_reason(options: OcrOptions) -> str | None:
 
 
 def prepare(image: Image) -> Image:
-    """Grayscale, at most MAX_SIDE_PX on the longer side."""
+    """Grayscale, at most MAX_SIDE_PX on the longer side, speckle removed (a 3x3 median:
+    Tesseract reads specks as characters; bench/documents.py's noisy scans, with and without
+    it, are in docs/benchmarks.md)."""
+    from PIL import ImageFilter
+
     image = image.convert("L")
     longest = max(image.size)
     if longest > MAX_SIDE_PX:
         scale = MAX_SIDE_PX / longest
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size)
-    return image
+    return image.filter(ImageFilter.MedianFilter(3))
 
 
 def ocr_image(image: Image, options: OcrOptions) -> str:
