@@ -355,6 +355,15 @@ def _unreachable(gateway: str, exc: Exception) -> typer.Exit:
     return _fail(f"gateway at {gateway} is not reachable ({exc}); start it with `ragrail up`")
 
 
+def _page_note(citation: dict) -> str:
+    """', p. 3' (or ', pp. 3-4') for a source from a paged document, else ''."""
+    page = citation.get("page")
+    if page is None:
+        return ""
+    pages = citation.get("pages") or [page]
+    return f", pp. {pages[0]}-{pages[-1]}" if len(pages) > 1 else f", p. {page}"
+
+
 def _print_sources(final: dict) -> None:
     """Sources, rails and timings from the answer's last chunk."""
     citations = final.get("citations") or []
@@ -362,8 +371,9 @@ def _print_sources(final: dict) -> None:
         console.print("\n[bold]Sources[/bold]")
     for c in citations:
         mark = "cited" if c["cited"] else "not cited"
+        page = _page_note(c)
         console.print(
-            f"  [{c['index']}] {c['document_name']}", markup=False, highlight=False, end=""
+            f"  [{c['index']}] {c['document_name']}{page}", markup=False, highlight=False, end=""
         )
         console.print(f"  [dim](score {c['score']:.3f}, {mark})[/dim]")
         evidence = _evidence_line(c)

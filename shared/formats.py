@@ -14,6 +14,11 @@ TEXT_CSV = "text/csv"
 APPLICATION_JSON = "application/json"
 APPLICATION_PDF = "application/pdf"
 APPLICATION_DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+# Images are read with OCR (the gateway's ocr setting); a TIFF's frames are its pages.
+IMAGE_PNG = "image/png"
+IMAGE_JPEG = "image/jpeg"
+IMAGE_TIFF = "image/tiff"
+IMAGES = frozenset({IMAGE_PNG, IMAGE_JPEG, IMAGE_TIFF})
 
 SUPPORTED: dict[str, str] = {
     ".txt": TEXT_PLAIN,
@@ -27,5 +32,10 @@ SUPPORTED: dict[str, str] = {
     ".htm": TEXT_HTML,
     ".pdf": APPLICATION_PDF,
     ".docx": APPLICATION_DOCX,
+    ".png": IMAGE_PNG,
+    ".jpg": IMAGE_JPEG,
+    ".jpeg": IMAGE_JPEG,
+    ".tif": IMAGE_TIFF,
+    ".tiff": IMAGE_TIFF,
 }
 """File extension (lower case, with the dot) -> canonical content type."""

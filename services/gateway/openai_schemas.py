@@ -205,6 +205,13 @@ class AnswerReport(BaseModel):
     )
 
 
+def _http_url(value: object) -> str | None:
+    """An http(s) URL from document metadata, else None (nothing else is a link to follow)."""
+    if isinstance(value, str) and value.lower().startswith(("http://", "https://")):
+        return value
+    return None
+
+
 class Citation(BaseModel):
     index: int = Field(description="The [n] the model was told to cite.")
     document_id: str
@@ -214,6 +221,13 @@ class Citation(BaseModel):
     collection: str
     score: float
     snippet: str
+    page: int | None = Field(None, description="First page of a paged document it is from.")
+    pages: list[int] | None = Field(None, description="Every page the source spans.")
+    url: str | None = Field(
+        None,
+        description="The document's http(s) `url` metadata, if ingest gave one (with `page`, "
+        "`url#page=N` opens a PDF at the source's page).",
+    )
     cited: bool = Field(description="The answer contains [index].")
     evidence: list[EvidenceSpan] = Field(
         default_factory=list,
@@ -235,6 +249,9 @@ class Citation(BaseModel):
             collection=source.collection,
             score=source.score,
             snippet=source.text[:SNIPPET_CHARS],
+            page=source.page,
+            pages=source.pages,
+            url=_http_url(source.metadata.get("url")),
             cited=f"[{index}]" in answer,
             evidence=evidence or [],
         )

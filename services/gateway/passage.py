@@ -56,6 +56,21 @@ class Passage:
             metadata=struct_to_dict(chunk.metadata),
         )
 
+    @property
+    def page(self) -> int | None:
+        """First page of a paged document the chunk is from (ingest stores it)."""
+        page = self.metadata.get("page")
+        return int(page) if isinstance(page, int | float) and not isinstance(page, bool) else None
+
+    @property
+    def pages(self) -> list[int] | None:
+        """Every page the chunk spans; [page] for chunks stored before pages were."""
+        pages = self.metadata.get("pages")
+        if isinstance(pages, list) and pages:
+            return [int(p) for p in pages if isinstance(p, int | float)]
+        page = self.page
+        return None if page is None else [page]
+
     def with_text(self, text: str) -> Passage:
         """The same passage with other text (a rail redacted it)."""
         return dataclasses.replace(self, text=text)

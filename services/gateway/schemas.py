@@ -71,6 +71,12 @@ class IngestedDocument(BaseModel):
     content_type: str
     chunks: int
     characters: int
+    pages: int | None = Field(None, description="Pages of a paged document (PDF, image).")
+    ocr_pages: int = Field(0, description="Pages read with OCR (no usable text layer).")
+    tables: int = Field(0, description="Tables stored as Markdown table chunks.")
+    warnings: list[str] = Field(
+        default_factory=list, description="What was skipped, e.g. a page that could not be read."
+    )
 
 
 class IngestResponse(BaseModel):
@@ -160,6 +166,8 @@ class SearchHit(BaseModel):
     dense_score: float | None = None
     sparse_score: float | None = None
     rerank_score: float | None = None
+    page: int | None = Field(None, description="First page of a paged document it is from.")
+    pages: list[int] | None = Field(None, description="Every page it spans.")
     metadata: dict[str, Any]
 
     @classmethod
@@ -175,6 +183,8 @@ class SearchHit(BaseModel):
             dense_score=p.dense_score,
             sparse_score=p.sparse_score,
             rerank_score=p.rerank_score,
+            page=p.page,
+            pages=p.pages,
             metadata=p.metadata,
         )
 
@@ -228,6 +238,8 @@ class IngestJob(BaseModel):
     documents_done: int = Field(description="Documents stored so far (each stored whole).")
     chunks_total: int = Field(description="Chunks to embed and store (0 until chunked).")
     chunks_done: int
+    pages_total: int = Field(0, description="Pages of the paged documents (PDF, images) found.")
+    pages_done: int = Field(0, description="Pages read so far (text layer, tables, OCR).")
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None

@@ -98,6 +98,24 @@ class GatewaySettings(RagrailSettings):
         0, ge=0, description="Tokens per chunk; 0 fits the embedder's max input length."
     )
     chunk_overlap: int = Field(32, ge=0, description="Tokens shared by consecutive chunks.")
+    ocr: bool = Field(
+        True,
+        description="Read PDF pages without a usable text layer, and PNG/JPEG/TIFF uploads, "
+        "with Tesseract OCR (the tesseract-ocr package); off, such pages are skipped with a "
+        "warning and images are refused.",
+    )
+    ocr_languages: str = Field(
+        "eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$", description="Tesseract languages (eng+deu)."
+    )
+    ocr_dpi: int = Field(300, ge=72, le=600, description="Resolution PDF pages are read at.")
+    ocr_timeout_s: float = Field(
+        60.0, gt=0, description="Longest OCR of one page; a page over it is skipped, warned."
+    )
+    tables: bool = Field(
+        True,
+        description="Find tables on text-layer PDF pages (pdfplumber) and in DOCX/HTML and store "
+        "each as Markdown table chunks, split by rows with the header repeated.",
+    )
     embed_batch_size: int = Field(128, ge=1, description="Chunks per call to the embedder.")
     rerank_fusion: Literal["none", "rrf"] = Field(
         "none",

@@ -11,8 +11,10 @@ from types import ModuleType
 import grpc
 import pytest
 
+from services.gateway.ingest.ocr import OcrOptions
 from services.gateway.ingest.parsers import (
     SUPPORTED,
+    ParseContext,
     ParsedDocument,
     UnsupportedMediaType,
     detect_content_type,
@@ -67,7 +69,7 @@ def test_detect_content_type(filename: str, declared: str | None, expected: str)
 
 @pytest.mark.parametrize(
     ("filename", "declared"),
-    [("old.doc", None), ("image.png", "image/png"), ("noext", None), (".txt", None), ("", "")],
+    [("old.doc", None), ("image.gif", "image/gif"), ("noext", None), (".txt", None), ("", "")],
 )
 def test_unsupported_types(filename: str, declared: str | None) -> None:
     with pytest.raises(UnsupportedMediaType) as info:
@@ -83,8 +85,8 @@ def test_unsupported_media_type_maps_to_415() -> None:
 
 
 def test_parse_rejects_unsupported_before_reading() -> None:
-    with pytest.raises(UnsupportedMediaType, match=r"image\.png"):
-        parse_document(b"\x89PNG\r\n\x1a\n", "image.png", "image/png")
+    with pytest.raises(UnsupportedMediaType, match=r"image\.gif"):
+        parse_document(b"GIF89a", "image.gif", "image/gif")
 
 
 def test_supported_table_is_consistent() -> None:
@@ -240,6 +242,28 @@ communicate.<br>A new line.</p>
 </body></html>"""
 
 
+def test_html_table_is_a_table() -> None:
+    doc = parse_document(HTML, "bees.html")
+    assert [t.rows for t in doc.tables] == [
+        [["Caste", "Role"], ["Worker", "Forage"], ["Drone", ""]]
+    ]
+    assert doc.tables[0].markdown() == (
+        "| Caste | Role |\n| --- | --- |\n| Worker | Forage |\n| Drone |  |"
+    )
+
+
+def test_html_table_caption_and_layout_tables() -> None:
+    html = b"""<h2>Revenue by segment</h2><table><tr><th>Segment</th><th>2023</th></tr>
+<tr><td>Cloud | edge</td><td>1,530</td></tr></table>
+<table><tr><td><table><tr><td>a</td><td>b</td></tr></table></td></tr></table>"""
+    doc = parse_document(html, "r.html")
+    (table,) = doc.tables
+    assert table.caption == "Revenue by segment"
+    assert table.markdown().splitlines()[0] == "Table: Revenue by segment"
+    assert "| Cloud \\| edge | 1,530 |" in table.markdown()  # a pipe in a cell is escaped
+    assert "a | b" in doc.text  # a table holding a table is layout: it stays text
+
+
 def test_html_text_and_structure() -> None:
     doc = parse_document(HTML, "bees.html")
     assert doc.content_type == "text/html"
@@ -253,7 +277,6 @@ def test_html_text_and_structure() -> None:
         "tail",
         "first",
         "second",
-        "Caste | Role\nWorker | Forage\nDrone",
         "line one\nline two",
         "a bee on a flower",
         "Written by us.",
@@ -330,12 +353,18 @@ def test_pdf_special_characters() -> None:
     assert parse_document(data, "chars.pdf").text == "Price (net): 5 \\ 10 \u2014 caf\u00e9"
 
 
-def test_scanned_pdf_is_rejected() -> None:
+def test_blank_pdf_is_rejected() -> None:
+    data = fixtures.build_pdf([None, None])
+    with pytest.raises(InvalidArgument, match=r"'blank\.pdf' contains no text.*nor OCR"):
+        parse_document(data, "blank.pdf")
+
+
+def test_textless_pdf_without_ocr_is_rejected() -> None:
     data = fixtures.build_pdf([None, None])
     with pytest.raises(InvalidArgument) as info:
-        parse_document(data, "scan.pdf")
+        parse_document(data, "scan.pdf", ctx=ParseContext(ocr=OcrOptions(enabled=False)))
     message = info.value.message
-    assert "'scan.pdf'" in message and "scanned" in message and "OCR" in message
+    assert "'scan.pdf'" in message and "scanned" in message and "OCR is off" in message
 
 
 @pytest.mark.parametrize(
@@ -392,10 +421,20 @@ def test_docx_fixture() -> None:
         "Sourdough starter",
         "A starter is a culture of wild yeast and lactic acid bacteria.",
         "Feed it flour and water every day.",
-        "Ingredient | Grams\nFlour | 500\nSalt to taste",  # the merged cell appears once
         "Baking",
         "Bake at 250 degrees for forty minutes.",
     ]
+    # The table is kept as a table (the merged cell appears once), out of the text.
+    assert [t.rows for t in doc.tables] == [
+        [["Ingredient", "Grams"], ["Flour", "500"], ["Salt to taste", ""]]
+    ]
+
+
+def test_docx_table_inline_with_tables_off() -> None:
+    data = (FIXTURES / "sample.docx").read_bytes()
+    doc = parse_document(data, "sample.docx", ctx=ParseContext(find_tables=False))
+    assert "Ingredient | Grams\nFlour | 500\nSalt to taste" in doc.text.split("\n\n")
+    assert doc.tables == []
 
 
 def test_docx_title_from_heading_when_no_property() -> None:
@@ -460,3 +499,33 @@ def test_sample_corpus_parses() -> None:
         doc = parse_document(path.read_bytes(), path.name)
         assert 150 <= len(doc.text.split()) <= 600, path.name
         assert doc.title
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def test_a_large_table_splits_by_rows_repeating_caption_and_header() -> None:
+    from services.gateway.ingest.tables import make_table, split_table
+    from shared.chunking import whitespace_spans
+
+    rows = [["Segment", "2022", "2023"]] + [[f"Unit {i}", str(i), str(2 * i)] for i in range(40)]
+    table = make_table(rows, "Table 7: units")
+    assert table is not None
+    pieces = split_table(table, whitespace_spans(table.markdown()), max_tokens=40)
+    assert len(pieces) > 3
+    seen = []
+    for text, tokens in pieces:
+        lines = text.splitlines()
+        assert lines[:3] == ["Table 7: units", "| Segment | 2022 | 2023 |", "| --- | --- | --- |"]
+        assert tokens == len(text.split()) <= 40  # whole rows, within the limit
+        seen.extend(lines[3:])
+    assert seen == table.body_lines()  # every row once, in order
+
+
+def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> None:
+    from services.gateway.ingest.tables import make_table
+
+    table = make_table([["a", None, "b"], [None, None, None], ["1", "", "2\nx"]])
+    assert table is not None and table.rows == [["a", "b"], ["1", "2 x"]]
+    assert make_table([["only one row", "x"]]) is None
+    assert make_table([["a"], ["b"]]) is None

@@ -5,6 +5,7 @@ collection, upload a sample document, ask, and see the answer stream in with its
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -167,6 +168,41 @@ def test_upload_ask_and_see_a_streamed_answer_citing_the_document(page: Any) -> 
     expect(second.get_by_role("list", name="Sources")).to_have_count(0)
     if shot := os.environ.get("RAGRAIL_PLAYGROUND_SCREENSHOT"):  # to look at the page by eye
         page.screenshot(path=shot, full_page=True)
+
+
+@needs_browser
+def test_a_source_shows_its_page_and_opens_the_document_there(page: Any, suite: Any) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    from bench import docset
+
+    report = docset.build_reports(1, seed=7, rows=6)[0]
+    fact = [q for q in report.questions if q.kind == "scan"][1]  # on page 2
+    url = "https://docs.example.com/report.pdf"
+    assert suite.http.post("/v1/collections", json={"name": "paged"}).status_code == 201
+    reply = suite.http.post(
+        "/v1/documents",
+        data={"collection": "paged", "metadata": json.dumps({"url": url})},
+        files=[("files", ("report.pdf", docset.report_pdf(report)))],
+    )
+    assert reply.status_code == 200, reply.text
+
+    page.goto("/")
+    page.get_by_label("Collection", exact=True).select_option("paged")
+    rails = page.get_by_role("checkbox", name="Guardrails")
+    if rails.is_enabled():
+        rails.uncheck()
+    page.get_by_label("Max answer tokens").fill("8")
+    page.get_by_label("Chunks for the model (reranker_top_k)").fill("1")
+    page.get_by_label("Question").fill(fact.text)
+    page.get_by_role("button", name="Send").click()
+    sources = page.get_by_role("list", name="Sources")
+    expect(sources).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+    first = sources.get_by_role("listitem").first
+    expect(first).to_contain_text("[1] report.pdf")
+    link = first.get_by_role("link", name=f"p. {fact.page}")
+    expect(link).to_have_attribute("href", f"{url}#page={fact.page}")
+    expect(link).to_have_attribute("target", "_blank")
 
 
 @needs_browser

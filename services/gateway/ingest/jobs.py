@@ -65,6 +65,8 @@ class Job:
             documents_done=p.documents_done,
             chunks_total=p.chunks_total,
             chunks_done=p.chunks_done,
+            pages_total=p.pages_total,
+            pages_done=p.pages_done,
             created_at=self.created_at,
             started_at=self.started_at,
             finished_at=self.finished_at,
@@ -137,7 +139,7 @@ class IngestJobs:
             async with self.slots:
                 job.state = State.running
                 job.started_at = time.time()
-                docs = await parse_documents(ingest)
+                docs = await parse_documents(ingest, self.settings, job.progress)
                 del ingest.documents[:]  # the bytes are parsed: let them go
                 options = ingest.options
                 chunker = await self.pipeline.chunker(options.chunk_size, options.chunk_overlap)

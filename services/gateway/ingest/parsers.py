@@ -19,15 +19,18 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
+from services.gateway.ingest.ocr import OcrOptions
+from services.gateway.ingest.tables import Table, make_table
 from shared.errors import InvalidArgument, RagrailError
 from shared.formats import (
     APPLICATION_DOCX,
     APPLICATION_JSON,
     APPLICATION_PDF,
+    IMAGES,
     SUPPORTED,
     TEXT_CSV,
     TEXT_HTML,
@@ -38,6 +41,8 @@ from shared.formats import (
 
 __all__ = [
     "SUPPORTED",
+    "PageCounter",
+    "ParseContext",
     "ParsedDocument",
     "UnsupportedMediaType",
     "detect_content_type",
@@ -79,13 +84,45 @@ class ParsedDocument:
     ``<h1>``, first Markdown heading or front-matter ``title``, DOCX core properties or first
     Title/Heading paragraph, PDF info dictionary), otherwise from the file name.
     ``metadata`` always has ``filename``; other keys depend on the format (``pages`` and
-    ``page_starts`` for PDF, ``encoding`` for text, ``author`` where known, ...).
+    ``page_starts`` for PDF and images, ``ocr_pages`` where OCR read some, ``encoding`` for
+    text, ``author`` where known, ...). ``tables`` are the tables taken out of ``text`` to be
+    stored as table chunks; ``warnings`` name what was skipped (a page that could not be read).
     """
 
     text: str
     title: str
     content_type: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class PageCounter(Protocol):
+    """Hears how many pages a paged document has and when each is read (job progress)."""
+
+    def pages_found(self, count: int) -> None: ...
+
+    def page_done(self) -> None: ...
+
+
+@dataclass
+class ParseContext:
+    """What a parser may use besides the bytes (OCR and table settings, a page counter) and
+    what it finds besides the text (tables, warnings)."""
+
+    ocr: OcrOptions = field(default_factory=OcrOptions)
+    find_tables: bool = True
+    pages: PageCounter | None = None
+    tables: list[Table] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def pages_found(self, count: int) -> None:
+        if self.pages is not None:
+            self.pages.pages_found(count)
+
+    def page_done(self) -> None:
+        if self.pages is not None:
+            self.pages.page_done()
 
 
 def _supported_list() -> str:
@@ -213,7 +250,9 @@ def _decode_text(data: bytes, filename: str) -> tuple[str, str]:
     return text, "utf-8 (invalid bytes replaced)"
 
 
-def _parse_plain(data: bytes, filename: str) -> tuple[str, str | None, dict[str, Any]]:
+def _parse_plain(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
     text, encoding = _decode_text(data, filename)
     return normalize_whitespace(text), None, {"encoding": encoding}
 
@@ -250,7 +289,9 @@ def _markdown_title(text: str) -> str | None:
     return None
 
 
-def _parse_markdown(data: bytes, filename: str) -> tuple[str, str | None, dict[str, Any]]:
+def _parse_markdown(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
     text, encoding = _decode_text(data, filename)
     text = _clean_chars(text).lstrip("\n")
     metadata: dict[str, Any] = {"encoding": encoding}
@@ -346,7 +387,9 @@ def _html_text(root: Any) -> str:
     return normalize_whitespace(out)
 
 
-def _parse_html(data: bytes, filename: str) -> tuple[str, str | None, dict[str, Any]]:
+def _parse_html(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
     from bs4 import BeautifulSoup
 
     name = _basename(filename)
@@ -375,57 +418,65 @@ def _parse_html(data: bytes, filename: str) -> tuple[str, str | None, dict[str, 
         metadata["lang"] = str(html_tag["lang"])
     if soup.original_encoding:
         metadata["encoding"] = soup.original_encoding
+    if ctx.find_tables:
+        _take_html_tables(soup, ctx)
     return _html_text(soup), title, metadata
 
 
-# --------------------------------------------------------------------------- PDF
+def _take_html_tables(soup: Any, ctx: ParseContext) -> None:
+    """Moves each data table (one without a table inside: those are layout) out of the page
+    into ctx.tables; a 'table' of one row or one column stays in the text."""
+    for element in soup.find_all("table"):
+        if element.find("table") is not None or element.find_parent("table") is not None:
+            continue
+        rows = [
+            [cell.get_text(" ") for cell in tr.find_all(["th", "td"])]
+            for tr in element.find_all("tr")
+        ]
+        caption_tag = element.find("caption")
+        caption = caption_tag.get_text(" ") if caption_tag is not None else ""
+        if not caption:
+            caption = _caption_before(element)
+        table = make_table(rows, caption)
+        if table is not None:
+            ctx.tables.append(table)
+            element.decompose()
 
 
-def _parse_pdf(data: bytes, filename: str) -> tuple[str, str | None, dict[str, Any]]:
-    from pypdf import PdfReader
+def _caption_before(element: Any) -> str:
+    """A short heading or paragraph right before a table, which names it."""
+    previous = element.find_previous_sibling()
+    if previous is None or previous.name not in ("h1", "h2", "h3", "h4", "h5", "h6", "p"):
+        return ""
+    text = " ".join(previous.get_text(" ").split())
+    return text if 0 < len(text) <= _MAX_CAPTION_CHARS else ""
 
-    name = _basename(filename)
-    if b"%PDF-" not in data[:1024]:
-        raise InvalidArgument(
-            f"'{name}' is not a PDF file (no PDF header). Check the file and upload it again."
-        )
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        encrypted = reader.is_encrypted
-    except Exception as exc:  # pypdf raises a zoo of types on damaged files
-        raise InvalidArgument(
-            f"'{name}' could not be read as a PDF; the file looks damaged. Re-export or "
-            "re-save it as PDF and upload it again."
-        ) from exc
-    if encrypted:
-        try:
-            unlocked = bool(reader.decrypt(""))
-        except Exception:  # missing crypto backend, unknown algorithm, ...
-            unlocked = False
-        if not unlocked:
-            raise InvalidArgument(
-                f"'{name}' is a password-protected (encrypted) PDF. Remove the password, "
-                "save it again and upload the unprotected copy."
-            )
-    try:
-        pages = list(reader.pages)
-    except Exception as exc:
-        raise InvalidArgument(
-            f"'{name}' could not be read as a PDF; its page tree is damaged. Re-export or "
-            "re-save it as PDF and upload it again."
-        ) from exc
 
-    page_texts: list[str] = []
-    failed = 0
-    for page in pages:
-        try:
-            raw = page.extract_text() or ""
-        except Exception:
-            log.warning("text extraction failed on a page of %s", name, exc_info=True)
-            failed += 1
-            raw = ""
-        page_texts.append(normalize_whitespace(raw))
+# --------------------------------------------------------------------------- PDF, images
 
+# A paragraph longer than this before a table is text about it, not its caption.
+_MAX_CAPTION_CHARS = 160
+
+
+def _parse_pdf(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
+    from services.gateway.ingest.pdf import parse_pdf
+
+    return parse_pdf(data, _basename(filename), ctx)
+
+
+def _parse_image(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
+    from services.gateway.ingest.images import parse_image
+
+    return parse_image(data, _basename(filename), ctx)
+
+
+def join_pages(page_texts: list[str]) -> tuple[str, list[int]]:
+    """Pages' texts joined by blank lines, and where each page starts in the result (an
+    empty page starts where the next text does)."""
     page_starts: list[int] = []
     parts: list[str] = []
     offset = 0
@@ -436,33 +487,7 @@ def _parse_pdf(data: bytes, filename: str) -> tuple[str, str | None, dict[str, A
         if text:
             parts.append(text)
             offset += len(text)
-    joined = "\n\n".join(parts)
-    if not joined.strip():
-        detail = (
-            f"text extraction failed on all {len(pages)} page(s)"
-            if pages and failed == len(pages)
-            else "it has no extractable text; it may consist of scanned images"
-        )
-        raise InvalidArgument(
-            f"'{name}' contains no text: {detail}. OCR is not supported; upload a PDF with a "
-            "text layer (run it through OCR first) or the document's text in another format."
-        )
-    title: str | None = None
-    metadata: dict[str, Any] = {
-        "pages": len(pages),
-        "pages_with_text": sum(1 for t in page_texts if t),
-        "page_starts": page_starts,
-    }
-    try:
-        info = reader.metadata
-        if info is not None:
-            title = " ".join(str(info.title or "").split()) or None
-            author = " ".join(str(info.author or "").split())
-            if author:
-                metadata["author"] = author
-    except Exception:  # a broken info dictionary is not worth failing the upload for
-        log.debug("unreadable PDF info dictionary in %s", name, exc_info=True)
-    return joined, title, metadata
+    return "\n\n".join(parts), page_starts
 
 
 # --------------------------------------------------------------------------- DOCX
@@ -488,9 +513,40 @@ def _docx_table_lines(table: Any) -> Iterator[str]:
         yield from nested
 
 
-def _parse_docx(data: bytes, filename: str) -> tuple[str, str | None, dict[str, Any]]:
+def _docx_table(table: Any, previous: Any) -> Table | None:
+    """A DOCX table as a Table (merged cells once); None for a layout table (one holding
+    another) or one too small to be a table. Its caption is the paragraph before it when that
+    is in the Caption style or starts with "Table"."""
+    from docx.text.paragraph import Paragraph
+
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[str] = []
+        seen: set[int] = set()
+        for cell in row.cells:
+            if cell.tables:
+                return None
+            if id(cell._tc) in seen:
+                continue
+            seen.add(id(cell._tc))
+            cells.append(" ".join(p.text.strip() for p in cell.paragraphs if p.text.strip()))
+        rows.append(cells)
+    caption = ""
+    if isinstance(previous, Paragraph):
+        text = previous.text.strip()
+        style = (previous.style.name if previous.style is not None else "") or ""
+        if len(text) <= _MAX_CAPTION_CHARS and (
+            style == "Caption" or text.lower().startswith("table")
+        ):
+            caption = text
+    return make_table(rows, caption)
+
+
+def _parse_docx(
+    data: bytes, filename: str, ctx: ParseContext
+) -> tuple[str, str | None, dict[str, Any]]:
     import docx
-    from docx.table import Table
+    from docx.table import Table as DocxTable
     from docx.text.paragraph import Paragraph
 
     name = _basename(filename)
@@ -504,21 +560,28 @@ def _parse_docx(data: bytes, filename: str) -> tuple[str, str | None, dict[str, 
         blocks: list[str] = []
         title: str | None = None
         paragraphs = tables = 0
+        previous: Any = None  # the block before a table, which may be its caption
         for item in document.iter_inner_content():
             if isinstance(item, Paragraph):
                 text = item.text.strip()
                 if not text:
                     continue
+                previous = item
                 paragraphs += 1
                 style = (item.style.name if item.style is not None else "") or ""
                 if title is None and style in ("Title", "Heading 1"):
                     title = text
                 blocks.append(text)
-            elif isinstance(item, Table):
+            elif isinstance(item, DocxTable):
                 tables += 1
+                table = _docx_table(item, previous) if ctx.find_tables else None
+                if table is not None:
+                    ctx.tables.append(table)
+                    continue
                 rows = "\n".join(_docx_table_lines(item))
                 if rows:
                     blocks.append(rows)
+            previous = item
         props = document.core_properties
         prop_title = " ".join((props.title or "").split())
         author = " ".join((props.author or "").split())
@@ -535,18 +598,24 @@ def _parse_docx(data: bytes, filename: str) -> tuple[str, str | None, dict[str, 
 
 # --------------------------------------------------------------------------- entry point
 
-_Parser = Callable[[bytes, str], tuple[str, str | None, dict[str, Any]]]
+_Parser = Callable[[bytes, str, ParseContext], tuple[str, str | None, dict[str, Any]]]
 _PARSERS: dict[str, _Parser] = {
     TEXT_MARKDOWN: _parse_markdown,
     TEXT_HTML: _parse_html,
     APPLICATION_PDF: _parse_pdf,
     APPLICATION_DOCX: _parse_docx,
+    **{ct: _parse_image for ct in IMAGES},
     **{ct: _parse_plain for ct in _PLAIN_TYPES},
 }
 
 
-def parse_document(data: bytes, filename: str, content_type: str | None = None) -> ParsedDocument:
-    """Parse an uploaded file into normalised text.
+def parse_document(
+    data: bytes,
+    filename: str,
+    content_type: str | None = None,
+    ctx: ParseContext | None = None,
+) -> ParsedDocument:
+    """Parse an uploaded file into normalised text (and tables, with ``ctx.find_tables``).
 
     ``content_type`` is the MIME type the client declared, if any; the file extension wins
     over it (see ``detect_content_type``). Raises ``UnsupportedMediaType`` for file types we
@@ -559,8 +628,11 @@ def parse_document(data: bytes, filename: str, content_type: str | None = None) 
         raise InvalidArgument(
             f"'{name}' is empty (0 bytes) and contains no text. Upload a file with some text."
         )
-    text, title, metadata = _PARSERS[resolved](data, filename)
-    if not text.strip():
+    ctx = ctx or ParseContext()
+    text, title, metadata = _PARSERS[resolved](data, filename, ctx)
+    if not text.strip() and ctx.tables:
+        text = ""  # a document that is one table: its chunks are the table's
+    elif not text.strip():
         raise InvalidArgument(
             f"'{name}' contains no text. Upload a file with readable text content."
         )
@@ -570,4 +642,6 @@ def parse_document(data: bytes, filename: str, content_type: str | None = None) 
         title=title or _stem(filename),
         content_type=resolved,
         metadata=metadata,
+        tables=ctx.tables,
+        warnings=ctx.warnings,
     )

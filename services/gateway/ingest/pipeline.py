@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.gateway.clients import Services
 from services.gateway.ingest.parsers import ParsedDocument
+from services.gateway.ingest.tables import split_table
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import check_document_id
 from shared.chunking import Chunker, TextChunk, TokenSpans
@@ -28,8 +29,10 @@ from shared.structs import dict_to_struct
 if TYPE_CHECKING:
     from services.gateway.ingest.request import IngestProgress
 
-# Chunker metadata that would be large and is turned into per-chunk fields instead.
-_PER_CHUNK_KEYS = ("page_starts",)
+# Document metadata that would be large and is turned into per-chunk fields instead: a
+# chunk's page / pages, and ocr=true when OCR read one of its pages.
+_PER_CHUNK_KEYS = ("page_starts", "ocr_pages", "skipped_pages")
+_TOKENIZE_BATCH = 512  # texts per Tokenize call (the embedder's max_batch_texts is 2048)
 
 
 @dataclass
@@ -41,6 +44,56 @@ class PendingDocument:
     parsed: ParsedDocument
     metadata: dict[str, Any] = field(default_factory=dict)
     chunks: list[TextChunk] = field(default_factory=list)
+    # Per-chunk metadata of the table chunks (by chunk index): they have no place in `text`.
+    table_chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def split(self, chunker: Chunker, spans: TokenSpans, table_spans: list[TokenSpans]) -> None:
+        """Cuts the text into token windows, then each table into row pieces after them. A
+        paged document is cut page by page: no chunk spans two pages, so the page a chunk
+        cites is the page its text is on."""
+        page_starts = self.parsed.metadata.get("page_starts")
+        if page_starts:
+            self.chunks = _split_by_pages(chunker, self.parsed.text, spans, page_starts)
+        else:
+            self.chunks = chunker.split(self.parsed.text, spans)
+        self.table_chunks = {}
+        for number, (table, tspans) in enumerate(
+            zip(self.parsed.tables, table_spans, strict=True), start=1
+        ):
+            for piece, tokens in split_table(table, tspans, chunker.chunk_size):
+                index = len(self.chunks)
+                self.chunks.append(TextChunk(index, piece, 0, 0, tokens))
+                meta: dict[str, Any] = {"kind": "table", "table": number}
+                if table.page is not None:
+                    meta["page"] = table.page
+                    meta["pages"] = [table.page]
+                self.table_chunks[index] = meta
+
+
+def _split_by_pages(
+    chunker: Chunker, text: str, spans: TokenSpans, page_starts: list[int]
+) -> list[TextChunk]:
+    chunks: list[TextChunk] = []
+    bounds = [*page_starts[1:], len(text)]
+    token = 0
+    for start, end in zip(page_starts, bounds, strict=True):
+        page_spans = TokenSpans()
+        while token < len(spans) and spans.starts[token] < end:
+            if spans.starts[token] >= start:
+                page_spans.starts.append(spans.starts[token] - start)
+                page_spans.ends.append(min(spans.ends[token], end) - start)
+            token += 1
+        for chunk in chunker.split(text[start:end], page_spans):
+            chunks.append(
+                TextChunk(
+                    len(chunks),
+                    chunk.text,
+                    chunk.start_char + start,
+                    chunk.end_char + start,
+                    chunk.num_tokens,
+                )
+            )
+    return chunks
 
 
 @dataclass
@@ -50,6 +103,10 @@ class DocumentOutcome:
     content_type: str
     chunks: int
     characters: int
+    pages: int | None = None
+    ocr_pages: int = 0
+    tables: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def chunk_id(document_id: str, index: int) -> str:
@@ -66,9 +123,19 @@ def _chunk_metadata(doc: PendingDocument, chunk: TextChunk) -> dict[str, Any]:
     meta.update(doc.metadata)
     meta.setdefault("title", doc.parsed.title)
     meta["content_type"] = doc.parsed.content_type
-    page_starts = doc.parsed.metadata.get("page_starts")
-    if page_starts:
-        meta["page"] = bisect.bisect_right(page_starts, chunk.start_char)
+    table = doc.table_chunks.get(chunk.index)
+    if table is not None:
+        meta.update(table)
+    else:
+        page_starts = doc.parsed.metadata.get("page_starts")
+        if page_starts:
+            first = bisect.bisect_right(page_starts, chunk.start_char)
+            last = bisect.bisect_right(page_starts, max(chunk.end_char - 1, chunk.start_char))
+            meta["page"] = first
+            meta["pages"] = list(range(first, last + 1))
+    ocr_pages = doc.parsed.metadata.get("ocr_pages")
+    if ocr_pages and "pages" in meta and set(meta["pages"]) & set(ocr_pages):
+        meta["ocr"] = True
     return meta
 
 
@@ -94,8 +161,14 @@ class IngestPipeline:
         return Chunker(size, self.default_overlap if overlap is None else overlap)
 
     async def _tokenize(self, texts: list[str]) -> list[TokenSpans]:
-        offsets = await self.services.embedder.tokenize(texts, timeout_s=self.timeout_s)
-        return [TokenSpans(t.starts, t.ends) for t in offsets]
+        # In slices: tables add texts, and the embedder caps the texts of one request.
+        spans: list[TokenSpans] = []
+        for start in range(0, len(texts), _TOKENIZE_BATCH):
+            offsets = await self.services.embedder.tokenize(
+                texts[start : start + _TOKENIZE_BATCH], timeout_s=self.timeout_s
+            )
+            spans.extend(TokenSpans(t.starts, t.ends) for t in offsets)
+        return spans
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         embedded = await self.services.embedder.embed(texts, "passage", timeout_s=self.timeout_s)
@@ -138,9 +211,12 @@ class IngestPipeline:
             raise InvalidArgument(
                 f"documents share ids {dupes[:5]}; give each a distinct name or id"
             )
-        spans = await self._tokenize([d.parsed.text for d in docs])
-        for doc, doc_spans in zip(docs, spans, strict=True):
-            doc.chunks = chunker.split(doc.parsed.text, doc_spans)
+        # One Tokenize call for the texts and every table's Markdown.
+        tables = [t.markdown() for d in docs for t in d.parsed.tables]
+        spans = await self._tokenize([d.parsed.text for d in docs] + tables)
+        table_spans = iter(spans[len(docs) :])
+        for doc, doc_spans in zip(docs, spans[: len(docs)], strict=True):
+            doc.split(chunker, doc_spans, [next(table_spans) for _ in doc.parsed.tables])
         docs = [d for d in docs if d.chunks]
         if progress is not None:
             progress.chunked(docs)
@@ -175,6 +251,10 @@ class IngestPipeline:
                 content_type=d.parsed.content_type,
                 chunks=len(d.chunks),
                 characters=len(d.parsed.text),
+                pages=d.parsed.metadata.get("pages"),
+                ocr_pages=len(d.parsed.metadata.get("ocr_pages") or ()),
+                tables=len(d.parsed.tables),
+                warnings=list(d.parsed.warnings),
             )
             for d in docs
         ]

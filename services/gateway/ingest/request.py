@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from starlette.datastructures import UploadFile
 
 from services.gateway import schemas
 from services.gateway.errors import PayloadTooLarge
-from services.gateway.ingest.parsers import UnsupportedMediaType, parse_document
+from services.gateway.ingest.ocr import OcrOptions
+from services.gateway.ingest.parsers import ParseContext, UnsupportedMediaType, parse_document
 from services.gateway.ingest.pipeline import DocumentOutcome, PendingDocument
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import check_document_id
@@ -141,14 +143,27 @@ async def read_ingest_request(request: Request, settings: GatewaySettings) -> In
     )
 
 
-async def parse_documents(ingest: IngestRequest) -> list[PendingDocument]:
-    """Text and metadata of every document (parsers run in threads: PDFs take a while)."""
-    parsed = await asyncio.gather(
-        *(
-            asyncio.to_thread(parse_document, d.data, d.name, d.content_type)
-            for d in ingest.documents
-        )
+def ocr_options(settings: GatewaySettings) -> OcrOptions:
+    return OcrOptions(
+        enabled=settings.ocr,
+        languages=settings.ocr_languages,
+        dpi=settings.ocr_dpi,
+        timeout_s=settings.ocr_timeout_s,
     )
+
+
+async def parse_documents(
+    ingest: IngestRequest, settings: GatewaySettings, progress: IngestProgress | None = None
+) -> list[PendingDocument]:
+    """Text, tables and metadata of every document (parsers run in threads: PDFs take a
+    while); `progress` counts their pages as they are read."""
+    options = ocr_options(settings)
+
+    def parse(d: RawDocument) -> Any:
+        ctx = ParseContext(ocr=options, find_tables=settings.tables, pages=progress)
+        return parse_document(d.data, d.name, d.content_type, ctx)
+
+    parsed = await asyncio.gather(*(asyncio.to_thread(parse, d) for d in ingest.documents))
     return [
         PendingDocument(d.id, d.name, p, dict(d.metadata))
         for d, p in zip(ingest.documents, parsed, strict=True)
@@ -168,7 +183,19 @@ class IngestProgress:
     chunks_total: int = 0
     documents_done: int = 0
     chunks_done: int = 0
+    pages_total: int = 0
+    pages_done: int = 0
     stored_ids: list[str] = field(default_factory=list)
+    # Pages are counted from the parser threads, several documents at once.
+    _pages_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def pages_found(self, count: int) -> None:
+        with self._pages_lock:
+            self.pages_total += count
+
+    def page_done(self) -> None:
+        with self._pages_lock:
+            self.pages_done += 1
 
     def chunked(self, documents: Sequence[PendingDocument]) -> None:
         self.documents_total = len(documents)

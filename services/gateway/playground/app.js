@@ -238,6 +238,7 @@ function showDetails(item, final) {
         "div",
         { class: "source-head" },
         el("strong", { text: `[${c.index}] ${c.document_name}` }),
+        pageOf(c),
         el("span", { class: "score", text: `score ${c.score.toFixed(3)}` }),
         el("span", {
           class: c.cited ? "badge cited" : "badge",
@@ -256,6 +257,20 @@ function showDetails(item, final) {
     details.append(list);
   }
   item.append(details);
+}
+
+// The page a source is on (paged documents): a link that opens the document at that page
+// when its metadata gave an http(s) `url` (PDF viewers honour #page=N), else plain text.
+function pageOf(citation) {
+  if (citation.page == null) return null;
+  const pages = citation.pages || [citation.page];
+  const text = pages.length > 1 ? `pp. ${pages[0]}–${pages[pages.length - 1]}` : `p. ${citation.page}`;
+  const url = citation.url || "";
+  if (/^https?:\/\//i.test(url)) {
+    const href = `${url.split("#")[0]}#page=${citation.page}`;
+    return el("a", { class: "page", href, target: "_blank", rel: "noopener noreferrer", text });
+  }
+  return el("span", { class: "page", text });
 }
 
 // What in a source supports the answer: its evidence sentence with the extracted span

@@ -64,7 +64,8 @@ async def ingest_documents(
     settings: GatewaySettings = Depends(get_settings),
     pipeline: IngestPipeline = Depends(get_pipeline),
 ) -> schemas.IngestResponse:
-    """Ingests documents: multipart files (txt, md, html, pdf, docx) or JSON text.
+    """Ingests documents: multipart files (txt, md, html, pdf, docx; png, jpg, tiff by OCR)
+    or JSON text.
 
     Each document is parsed, cut into token chunks with overlap, embedded and stored with its
     metadata. A document's id is its file name (or the `id` given); ingesting the same id
@@ -77,7 +78,7 @@ async def ingest_documents(
     progress = IngestProgress(settings.ingest_max_chunks, "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS", hint)
 
     async def run() -> schemas.IngestResponse:
-        docs = await parse_documents(ingest)
+        docs = await parse_documents(ingest, settings, progress)
         options = ingest.options
         chunker = await pipeline.chunker(options.chunk_size, options.chunk_overlap)
         outcomes, replaced = await pipeline.run(ingest.collection, docs, chunker, progress)
