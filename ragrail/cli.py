@@ -326,6 +326,65 @@ def ingest(
 
 
 @app.command()
+def sync(
+    folder: Annotated[Path, typer.Argument(help="The folder the collection should mirror.")],
+    collection: CollectionOpt,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep going: look at the folder every --interval s.")
+    ] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.5)] = 5.0,
+    gateway: GatewayOpt = DEFAULT_URL,
+    api_key: ApiKeyOpt = "",
+) -> None:
+    """Make a collection mirror a folder: ingest new files, re-ingest changed ones (content
+    hash), delete the documents of removed ones. Safe to interrupt and run again."""
+    from ragrail.sync import FileHashes
+
+    client = GatewayClient(gateway, api_key=api_key)
+    hashes = FileHashes()
+    if not watch:
+        if _sync_pass(client, folder, collection, hashes, gateway, quiet=False):
+            raise typer.Exit(1)
+        return
+    console.print(f"watching {folder} every {interval:g} s (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):  # a pass cut short is finished by the next
+        while True:
+            # A failed pass said why; the gateway may be restarting: try again next time.
+            with contextlib.suppress(typer.Exit):
+                _sync_pass(client, folder, collection, hashes, gateway, quiet=True)
+            time.sleep(interval)
+
+
+def _sync_pass(  # type: ignore[no-untyped-def]
+    client: GatewayClient, folder: Path, collection: str, hashes, gateway: str, *, quiet: bool
+) -> int:
+    """One sync; prints its summary (when quiet, only if it did something) and each failure;
+    returns how many files failed."""
+    from ragrail.sync import sync_once
+
+    try:
+        with Progress(
+            TextColumn("[bold]sync"), BarColumn(), MofNCompleteColumn(), TextColumn("files"),
+            TimeElapsedColumn(), console=console, transient=True,
+        ) as bar:  # fmt: skip
+
+            def on_plan(todo):  # type: ignore[no-untyped-def]
+                task = bar.add_task("sync", total=todo.steps)
+                return lambda n: bar.advance(task, n)
+
+            report = sync_once(client, folder, collection, hashes, on_plan)
+    except (GatewayError, FileNotFoundError) as exc:
+        raise _fail(str(exc)) from None
+    except httpx.TransportError as exc:
+        raise _unreachable(gateway, exc) from None
+    if not quiet or report.added or report.updated or report.deleted or report.failed:
+        console.print(f"'{collection}' <- {folder}: {report.summary()}")
+    for name, why in report.failed:
+        console.print(f"  [red]failed[/red] {name}: {why}")
+    return len(report.failed)
+
+
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
     collection: CollectionOpt = "sample",

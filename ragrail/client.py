@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -68,6 +69,19 @@ class GatewayClient:
     ) -> dict[str, Any]:
         body = {"collection": collection, "documents": documents, **options}
         return self._check(self.http.post("/v1/documents", json=body))
+
+    def list_documents(self, collection: str, limit: int = 1000, offset: int = 0) -> dict[str, Any]:
+        params = {"collection": collection, "limit": limit, "offset": offset}
+        return self._check(self.http.get("/v1/documents", params=params))
+
+    def delete_document(self, collection: str, document_id: str) -> bool:
+        """Deletes a document's chunks; False when it was not there (already deleted)."""
+        path = "/v1/documents/" + quote(document_id, safe="/")
+        reply = self.http.delete(path, params={"collection": collection})
+        if reply.status_code == 404 and "is not in collection" in reply.text:
+            return False
+        self._check(reply)
+        return True
 
     def search(self, query: str, collection: str, **options: Any) -> dict[str, Any]:
         body = {"query": query, "collection": collection, **options}

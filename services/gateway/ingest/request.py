@@ -9,6 +9,7 @@ embedding may happen later, in a job.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 import time
@@ -165,9 +166,19 @@ async def parse_documents(
 
     parsed = await asyncio.gather(*(asyncio.to_thread(parse, d) for d in ingest.documents))
     return [
-        PendingDocument(d.id, d.name, p, dict(d.metadata))
+        PendingDocument(d.id, d.name, p, {**d.metadata, CONTENT_HASH: content_hash(d.data)})
         for d, p in zip(ingest.documents, parsed, strict=True)
     ]
+
+
+# Every document's metadata records the SHA-256 of the bytes it was parsed from, computed
+# here rather than trusted from the caller: `ragrail sync` compares it with the file on disk
+# to find what changed.
+CONTENT_HASH = "content_sha256"
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass
