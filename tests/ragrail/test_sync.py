@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragrail.client import GatewayClient
+from ragrail.client import GatewayClient, GatewayError
 from ragrail.sync import CONTENT_HASH, SYNC_ROOT, LocalFile, folder_key, plan, remote_documents
 
 pytestmark = pytest.mark.integration
@@ -144,9 +144,16 @@ def test_sync_watch_follows_the_folder_until_ctrl_c(suite, tmp_path: Path) -> No
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
+    def documents() -> dict[str, dict]:
+        try:
+            return remote_documents(client, collection)
+        except GatewayError as exc:  # not created yet by the first pass
+            assert exc.status == 404, exc
+            return {}
+
     def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + 60
-        while not check(remote_documents(client, collection)):
+        while not check(documents()):
             assert time.monotonic() < deadline, what
             time.sleep(0.2)
 
