@@ -247,8 +247,10 @@ def test_stream_errors_cancellations_and_retries_show_in_metrics(suite, tmp_path
                     stop.set()  # the generator is up: no more load while it is checked
 
         # Requests while the generator starts (as after a restart): those that wait for the
-        # connection are tried again once it is up, and counted.
-        askers = [threading.Thread(target=ask) for _ in range(2)]
+        # connection are tried again once it is up, and counted. A request that is inside
+        # gRPC's own retries (about 0.7 s) when the generator comes up succeeds uncounted;
+        # four askers make it near certain that one is waiting on the connection instead.
+        askers = [threading.Thread(target=ask) for _ in range(4)]
         for asker in askers:
             asker.start()
         try:
