@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.answers import load_qa
+from bench.qa.data import load_qa
 from bench.squad_as_qa import convert
 from trainers.reader.examples import xquad
 
