@@ -1,4 +1,5 @@
-"""Helpers the benchmarks share: BEIR data loading, latency percentiles, a suite. IR metrics
+"""Helpers the benchmarks share: BEIR data loading, latency percentiles, a service as a process,
+a suite. IR metrics
 are trainers.data's, so a benchmark figure and a model card compute nDCG the same way."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +55,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def spawn(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m <module>` from the repository root with `env`, its output to `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", module], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL when it has not exited 30 s later."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def percentiles(ms: list[float]) -> tuple[float, float]:

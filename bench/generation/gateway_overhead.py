@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.generation import console
-from bench.generation.http_paths import Gateway, forget_prompt
+from bench.generation.http_paths import Gateway, forget_prompt, llama_server
 from bench.generation.openai_engine import REMOTE_LABEL
 from bench.generation.prompts import parity_chats
 from bench.generation.runs import PathResult, Run
@@ -22,16 +22,8 @@ from bench.generation.service import Service, service_run
 def bench_openai_gateway(args: argparse.Namespace) -> tuple[PathResult, PathResult, str]:
     """The gateway's TTFT overhead alone: llama_cpp.server, an openai generator and a gateway
     in front of it; (the generator over gRPC, the gateway, how they were asked)."""
-    from shared.models.generator_files import configured_model
-    from tests.generator.openai_peer import LlamaServer, server_missing
-
-    missing = server_missing()
-    if missing:
-        raise SystemExit(missing)
-    gguf = configured_model(args.gguf)
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-gateway-") as tmp:
-        server = LlamaServer(gguf, Path(tmp) / "llama-server.log", n_ctx=args.context,
-                             threads=args.threads)  # fmt: skip
+        server = llama_server(args, Path(tmp))
         console.print(
             "[bold]openai-gateway[/bold]: starting llama_cpp.server, a generator and a gateway"
         )
@@ -40,7 +32,7 @@ def bench_openai_gateway(args: argparse.Namespace) -> tuple[PathResult, PathResu
             {
                 "RAGRAIL_GENERATOR_ENGINE": "openai",
                 "RAGRAIL_GENERATOR_REMOTE_URL": server.url,
-                "RAGRAIL_GENERATOR_TOKENIZER": str(gguf),
+                "RAGRAIL_GENERATOR_TOKENIZER": str(server.gguf),
                 "RAGRAIL_GENERATOR_CONTEXT_LENGTH": str(args.context),
             },
             Path(tmp) / "openai.log",

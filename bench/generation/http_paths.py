@@ -3,13 +3,13 @@ gateway as a process, each read over SSE as an OpenAI client would."""
 
 from __future__ import annotations
 
+import argparse
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from bench.common import REPO, free_port
+from bench.common import free_port, spawn, stop
 from bench.generation.runs import Run
 
 
@@ -78,14 +78,7 @@ class Gateway:
             RAGRAIL_GATEWAY_GENERATOR_URL=generator,
         )
         self.log = log
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.gateway"],
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        self.process = spawn("services.gateway", env, log)
         self.url = f"http://127.0.0.1:{self.port}"
         # A connection per request, as the gRPC side opens a channel per request.
         self.client = httpx.Client(timeout=600, limits=httpx.Limits(max_keepalive_connections=0))
@@ -137,8 +130,17 @@ class Gateway:
 
     def stop(self) -> None:
         self.client.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop(self.process)
+
+
+def llama_server(args: argparse.Namespace, tmp: Path) -> Any:
+    """llama-cpp-python's server (tests/generator/openai_peer.py's LlamaServer, one slot) on
+    the run's GGUF, context and threads, its log in `tmp`; not started yet."""
+    from shared.models.generator_files import configured_model
+    from tests.generator.openai_peer import LlamaServer, server_missing
+
+    missing = server_missing()
+    if missing:
+        raise SystemExit(missing)
+    gguf = configured_model(args.gguf)
+    return LlamaServer(gguf, tmp / "llama-server.log", n_ctx=args.context, threads=args.threads)

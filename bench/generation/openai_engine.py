@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.generation import console
-from bench.generation.http_paths import DirectServer, Gateway, forget_prompt
+from bench.generation.http_paths import DirectServer, Gateway, forget_prompt, llama_server
 from bench.generation.prompts import parity_chats
 from bench.generation.runs import PathResult, Run
 from bench.generation.service import Service, service_run
@@ -27,13 +27,6 @@ class OpenAIResult:
 
 
 def bench_openai(args: argparse.Namespace) -> OpenAIResult:
-    from shared.models.generator_files import configured_model
-    from tests.generator.openai_peer import LlamaServer, server_missing
-
-    missing = server_missing()
-    if missing:
-        raise SystemExit(missing)
-    gguf = configured_model(args.gguf)
     common = {
         "RAGRAIL_GENERATOR_THREADS": str(args.threads),
         "RAGRAIL_GENERATOR_CONTEXT_LENGTH": str(args.context),
@@ -46,8 +39,7 @@ def bench_openai(args: argparse.Namespace) -> OpenAIResult:
     if args.gguf:
         local_env["RAGRAIL_GENERATOR_MODEL"] = args.gguf
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-openai-") as tmp:
-        server = LlamaServer(gguf, Path(tmp) / "llama-server.log", n_ctx=args.context,
-                             threads=args.threads)  # fmt: skip
+        server = llama_server(args, Path(tmp))
         console.print(
             "[bold]openai[/bold]: starting llama_cpp.server, two generators and a gateway"
         )
@@ -56,7 +48,7 @@ def bench_openai(args: argparse.Namespace) -> OpenAIResult:
             **common,
             "RAGRAIL_GENERATOR_ENGINE": "openai",
             "RAGRAIL_GENERATOR_REMOTE_URL": server.url,
-            "RAGRAIL_GENERATOR_TOKENIZER": str(gguf),
+            "RAGRAIL_GENERATOR_TOKENIZER": str(server.gguf),
         }
         local = Service(local_env, Path(tmp) / "llamacpp.log")
         remote = Service(remote_env, Path(tmp) / "openai.log")

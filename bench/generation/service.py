@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.common import REPO, free_port
+from bench.common import free_port, spawn, stop
 from bench.generation.runs import Run
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 
@@ -30,14 +28,7 @@ class Service:
             **env,
         )
         self.log = log
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.generator"],
-                cwd=REPO,
-                env=full,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        self.process = spawn("services.generator", full, log)
         self.target = f"127.0.0.1:{self.port}"
 
     async def wait(self, timeout: float = 600) -> None:
@@ -57,11 +48,7 @@ class Service:
         raise SystemExit(f"generator not serving after {timeout} s; see {self.log}")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop(self.process)
 
 
 async def stream_one(
