@@ -41,12 +41,12 @@ def fp32_onnx(model: Any, src: Path, out: Path, export: bool) -> dict[str, Any]:
             "source": f"copied from {src / FP32_FILE}",
             "inputs": [i.name for i in graph.input if i.name not in constants],
         }
-    from trainers.reranker.train import export_onnx
+    from trainers.reranker.export import export_onnx
 
     # Eager attention, as the embedder recipe exports.
     with qtools.eager_attention(model.model):
         info = export_onnx(model, out)
-    return {**info, "source": "exported (trainers.reranker.train.export_onnx, eager attention)"}
+    return {**info, "source": "exported (trainers.reranker.export.export_onnx, eager attention)"}
 
 
 def source_manifest(src: Path) -> dict[str, Any]:
