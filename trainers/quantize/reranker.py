@@ -44,11 +44,12 @@ import numpy as np
 from shared.models import quantize as qtools
 from shared.models.cross_encoder import OnnxCrossEncoder, TorchCrossEncoder
 from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, VARIANTS
-from trainers.data import add_output_arguments, output_dir
+from trainers.data import Beir, add_output_arguments, output_dir
 from trainers.quantize.reranker_card import model_card
 from trainers.quantize.reranker_model import fp32_onnx, load_cross_encoder, source_manifest
 from trainers.quantize.reranker_pairs import bench_pairs, load_eval, pair_length, sample_pairs
 from trainers.quantize.reranker_quality import Score, difference, ranking_ndcg
+from trainers.reranker.evaluation import EvalSet
 
 # PyTorch weights, copied so the output also serves the sentence-transformers backend.
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -77,10 +78,11 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
     threads = qtools.prepare(args)
 
-    evalset = None
+    evaluation: tuple[Beir, EvalSet] | None = None  # the data and its queries' candidates
     if args.data:
-        evalset = load_eval(args.data, args.eval_split, args.eval_max_queries, args.eval_depth)
-        pool = evalset.pairs()
+        evaluation = load_eval(args.data, args.eval_split, args.eval_max_queries, args.eval_depth)
+        data, evalset = evaluation
+        pool = evalset.pairs(data.corpus)
         source = (
             f"BM25 top {args.eval_depth} of {len(evalset.qrels)} queries of `{args.data}` "
             f"split `{args.eval_split}`"
@@ -153,11 +155,11 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "score_diff_vs_torch_fp32": diff,
         "size_mb": qtools.size_mb(out),
     }
-    if evalset is not None:
+    if evaluation is not None:
         metrics["eval_split"] = args.eval_split
         metrics["ndcg@10"] = ranking_ndcg(
             {"torch_fp32": engines["torch_fp32"], "onnx_int8": int8.predict},
-            evalset,
+            *evaluation,
             args.batch_size,
             args.eval_depth,
         )
@@ -186,7 +188,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         f"mean {diff['onnx_int8']['mean_abs']}",
         flush=True,
     )
-    if evalset is not None:
+    if evaluation is not None:
         n = metrics["ndcg@10"]
         print(
             f"nDCG@10: BM25 {n['bm25']:.4f}, torch FP32 {n['torch_fp32']:.4f}, ONNX INT8 "

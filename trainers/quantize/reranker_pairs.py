@@ -1,16 +1,14 @@
 """The (query, passage) pairs the reranker recipe measures on: BM25 candidates of a BEIR
-directory's queries (with their nDCG@10), or built-in pairs."""
+directory's queries (trainers/reranker/evaluation.py's EvalSet), or built-in pairs."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from trainers.data import Beir, Bm25, mean, ndcg_at
+from trainers.data import Beir, Bm25
 from trainers.quantize.texts import SHORT_TEXTS, sample_passages
+from trainers.reranker.evaluation import EvalSet
 
 Pair = tuple[str, str]
 
@@ -29,49 +27,18 @@ def sample_pairs() -> tuple[list[Pair], str]:
     return pairs, f"{len(SHORT_TEXTS)} built-in queries x {len(passages)} samples/corpus passages"
 
 
-@dataclass
-class EvalData:
-    """The BM25 candidates of the evaluation queries, in query order."""
-
-    data: Beir
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-    candidates: dict[str, list[str]]
-
-    def pairs(self) -> list[Pair]:
-        return [
-            (self.queries[q], self.data.corpus[d]) for q in self.qrels for d in self.candidates[q]
-        ]
-
-    def ndcg(self, scores: np.ndarray | None) -> float:
-        """nDCG@10 of each query's candidates ordered by `scores` (pairs() order), or as BM25
-        ranked them when None."""
-        ndcgs, start = [], 0
-        for qid, relevant in self.qrels.items():
-            docs = self.candidates[qid]
-            if scores is None:
-                ranked = docs
-            else:
-                order = np.argsort(-scores[start : start + len(docs)], kind="stable")
-                ranked = [docs[i] for i in order]
-            start += len(docs)
-            ndcgs.append(ndcg_at(ranked, relevant))
-        return mean(ndcgs)
-
-
-def load_eval(root: Path, split: str, max_queries: int, depth: int) -> EvalData:
+def load_eval(root: Path, split: str, max_queries: int, depth: int) -> tuple[Beir, EvalSet]:
+    """A BEIR directory and the BM25 candidates of its split's first `max_queries` queries."""
     data = Beir.load(root)
     qrels = data.qrels(split, max_queries)
     if not qrels:
         raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
-    queries = {q: data.queries[q] for q in qrels}
     print(
         f"data {root}: {len(data.corpus)} documents, {len(qrels)} queries of split '{split}', "
         f"BM25 top {depth}",
         flush=True,
     )
-    ranked = Bm25(data.corpus).search(list(queries.values()), depth)
-    return EvalData(data, queries, qrels, dict(zip(qrels, ranked, strict=True)))
+    return data, EvalSet.of_bm25(data, Bm25(data.corpus), qrels, depth)
 
 
 def bench_pairs(pool: list[Pair], n: int, seed: int) -> list[Pair]:

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 
 from shared.models import quantize as qtools
-from trainers.quantize.reranker_pairs import EvalData, Pair, pair_length
+from trainers.data import Beir
+from trainers.quantize.reranker_pairs import Pair, pair_length
+from trainers.reranker.evaluation import EvalSet
 
 Score = Callable[[list[Pair]], np.ndarray]
 
@@ -32,13 +34,13 @@ def difference(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
 
 
 def ranking_ndcg(
-    engines: dict[str, Score], evalset: EvalData, batch_size: int, depth: int
+    engines: dict[str, Score], data: Beir, evalset: EvalSet, batch_size: int, depth: int
 ) -> dict[str, Any]:
-    pairs = evalset.pairs()
+    pairs = evalset.pairs(data.corpus)
     print(f"nDCG@10: scoring {len(pairs)} pairs of {len(evalset.qrels)} queries", flush=True)
     scores = {name: score_all(s, pairs, batch_size, f"nDCG {name}") for name, s in engines.items()}
     result: dict[str, Any] = {
-        "data": str(evalset.data.root),
+        "data": str(data.root),
         "queries": len(evalset.qrels),
         "depth": depth,
         "pairs": len(pairs),

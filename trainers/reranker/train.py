@@ -66,13 +66,7 @@ def train(args: argparse.Namespace) -> Path:
     bm25 = common.Bm25(data.corpus)
     negatives = mine_negatives(data, bm25, train_qrels, args)
     groups = training_groups(data, train_qrels, negatives)
-    eval_ids = list(eval_qrels)
-    candidates = bm25.search([data.queries[q] for q in eval_ids], args.eval_depth)
-    evalset = EvalSet(
-        {q: data.queries[q] for q in eval_ids},
-        eval_qrels,
-        dict(zip(eval_ids, candidates, strict=True)),
-    )
+    evalset = EvalSet.of_bm25(data, bm25, eval_qrels, args.eval_depth)
 
     common.seed_everything(args.seed)
     base = common.base_model_path(args.base)
