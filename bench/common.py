@@ -1,4 +1,5 @@
-"""Helpers the benchmarks share: BEIR data loading, latency percentiles, a suite. IR metrics
+"""Helpers the benchmarks share: BEIR data loading, latency percentiles, a service as a process,
+a suite. IR metrics
 are trainers.data's, so a benchmark figure and a model card compute nDCG the same way."""
 
 from __future__ import annotations
@@ -7,6 +8,9 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +50,30 @@ def dedupe(ids: list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def free_port() -> int:
+    """A loopback port free now, for a service a benchmark starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m <module>` from the repository root with `env`, its output to `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", module], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL when it has not exited 30 s later."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 def percentiles(ms: list[float]) -> tuple[float, float]:
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
 
@@ -65,18 +93,12 @@ def suite_supervisor(env: dict[str, str] | None = None, *, restart: bool = False
     """`running_suite`, yielding its launcher Supervisor (children, their processes and logs).
     With `restart`, the Supervisor also restarts a child that exits, as `ragrail up` does (in a
     background thread), so a benchmark can kill a service and watch it come back."""
-    import socket
     import threading
 
     from ragrail.launcher import Supervisor
 
-    def free() -> str:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return str(s.getsockname()[1])
-
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-") as tmp:
-        ports = {n: free() for n in SERVICES}
+        ports = {n: str(free_port()) for n in SERVICES}
         saved = dict(os.environ)
         os.environ.update(
             {

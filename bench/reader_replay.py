@@ -39,8 +39,10 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from bench.answers import FULL, HOLDOUT, embed, ingest, keep_index_env, load_qa, split_questions
 from bench.common import SHARED_DATA, running_suite
+from bench.qa.asking import embed
+from bench.qa.data import load_qa, split_questions
+from bench.qa.suite import FULL, HOLDOUT, ingest, keep_index_env
 from ragrail.client import GatewayClient
 from shared.extractive import abstains, answer_choice, further_spans, split_passages
 from shared.models.reader import Reader

@@ -32,7 +32,7 @@ def slug(title: str) -> str:
 def convert(source: Path, out: Path, eval_articles: int, seed: int) -> tuple[int, int, int]:
     data = json.loads(source.read_text(encoding="utf-8"))["data"]
     titles = sorted(a["title"] for a in data)
-    # The split of trainers/reader/train.py's `xquad`: the same articles held out.
+    # The split of trainers/reader/examples.py's `xquad`: the same articles held out.
     held = set(random.Random(seed).sample(titles, min(eval_articles, len(titles))))
     (out / "questions").mkdir(parents=True, exist_ok=True)
     counts = {"test": 0, "train": 0}

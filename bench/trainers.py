@@ -33,7 +33,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
-from bench.generator import Service, stream_one
+from bench.generation.service import Service, stream_one
 from shared.models import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from trainers.generator import base as base_model

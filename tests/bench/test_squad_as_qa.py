@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.answers import load_qa
+from bench.qa.data import load_qa
 from bench.squad_as_qa import convert
-from trainers.reader.train import xquad
+from trainers.reader.examples import xquad
 
 
 def squad(path: Path, articles: int) -> Path:

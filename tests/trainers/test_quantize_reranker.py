@@ -194,7 +194,7 @@ def test_export_and_quantization_are_deterministic(
 ) -> None:
     """The same model and arguments give the same ONNX bytes (the manifest's hashes)."""
     from shared.models.quantize import quantize_dynamic_variant, sha256
-    from trainers.quantize.reranker import fp32_onnx, load_cross_encoder
+    from trainers.quantize.reranker_model import fp32_onnx, load_cross_encoder
 
     model = load_cross_encoder(tiny_model, 0)
     fp32_onnx(model, tiny_model, tmp_path, export=True)
@@ -229,7 +229,7 @@ def test_copies_an_existing_model_onnx_and_fails_past_max_score_diff(
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["onnx"]["source"].startswith("copied from")
     # The same seed picks the same pairs; another seed others.
-    from trainers.quantize.reranker import bench_pairs, sample_pairs
+    from trainers.quantize.reranker_pairs import bench_pairs, sample_pairs
 
     pool, _ = sample_pairs()
     assert bench_pairs(pool, 6, 42) == bench_pairs(pool, 6, 42) != bench_pairs(pool, 6, 43)

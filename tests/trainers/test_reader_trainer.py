@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import REPO
 from tests.trainers.reader_tiny import QA_TINY, train_tiny_reader
-from trainers.reader.train import Featurizer, covidqa, xquad
+from trainers.reader.examples import covidqa, xquad
+from trainers.reader.features import Featurizer
 
 
 @pytest.fixture(scope="module")

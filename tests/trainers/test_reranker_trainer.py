@@ -12,15 +12,9 @@ import pytest
 
 from tests.conftest import REPO
 from trainers.data import Beir, Bm25, ndcg_at
-from trainers.reranker.train import (
-    EvalSet,
-    main,
-    mine_negatives,
-    parse_args,
-    rerank_ndcg,
-    training_groups,
-    training_pairs,
-)
+from trainers.reranker.evaluation import EvalSet, rerank_ndcg
+from trainers.reranker.negatives import mine_negatives, training_groups, training_pairs
+from trainers.reranker.train import main, parse_args
 
 TINY_BEIR = REPO / "tests" / "fixtures" / "beir_tiny"
 PAIRS = [

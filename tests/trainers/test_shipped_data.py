@@ -8,7 +8,7 @@ import pytest
 
 from trainers.guardrails import build_data as guard_data
 from trainers.reader import build_data as reader_data
-from trainers.reader.train import SHIPPED, covidqa, xquad
+from trainers.reader.examples import SHIPPED, covidqa, xquad
 from trainers.shipped import read_rows
 
 SHARED = guard_data.SHARED_DATA

@@ -34,13 +34,8 @@ arguments give the same ONNX bytes and the same pairs.
 from __future__ import annotations
 
 import argparse
-import json
-import random
-import shutil
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,256 +43,19 @@ import numpy as np
 
 from shared.models import quantize as qtools
 from shared.models.cross_encoder import OnnxCrossEncoder, TorchCrossEncoder
-from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, ONNX_OPSET, VARIANTS
-from trainers.data import Beir, Bm25, add_output_arguments, mean, ndcg_at, output_dir
-from trainers.quantize.embedder import SHORT_TEXTS, sample_passages
+from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, VARIANTS
+from trainers.data import Beir, add_output_arguments, output_dir
+from trainers.quantize.reranker_card import model_card
+from trainers.quantize.reranker_model import fp32_onnx, load_cross_encoder, source_manifest
+from trainers.quantize.reranker_pairs import bench_pairs, load_eval, pair_length, sample_pairs
+from trainers.quantize.reranker_quality import Score, difference, ranking_ndcg
+from trainers.reranker.evaluation import EvalSet
 
 # PyTorch weights, copied so the output also serves the sentence-transformers backend.
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # A copied model.onnx must score like the PyTorch weights beside it (a fresh export differs
 # by about 1e-7); more means it was exported from other weights.
 FP32_TOLERANCE = 1e-3
-Pair = tuple[str, str]
-Score = Callable[[list[Pair]], np.ndarray]
-
-
-def pair_length(pair: Pair) -> int:
-    """Characters of query and passage: the order CrossEncoder.predict and the onnx backend
-    sort by, so every engine gets the same batches."""
-    return len(pair[0]) + len(pair[1])
-
-
-# -- pairs --------------------------------------------------------------------------------
-
-
-def sample_pairs() -> tuple[list[Pair], str]:
-    """Every short query of the embedder recipe against every samples/corpus passage: most
-    pairs are unrelated, a few relevant, as BM25 candidates are."""
-    passages = sample_passages()
-    pairs = [(q, p) for q in SHORT_TEXTS for p in passages]
-    return pairs, f"{len(SHORT_TEXTS)} built-in queries x {len(passages)} samples/corpus passages"
-
-
-@dataclass
-class EvalData:
-    """The BM25 candidates of the evaluation queries, in query order."""
-
-    data: Beir
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-    candidates: dict[str, list[str]]
-
-    def pairs(self) -> list[Pair]:
-        return [
-            (self.queries[q], self.data.corpus[d]) for q in self.qrels for d in self.candidates[q]
-        ]
-
-    def ndcg(self, scores: np.ndarray | None) -> float:
-        """nDCG@10 of each query's candidates ordered by `scores` (pairs() order), or as BM25
-        ranked them when None."""
-        ndcgs, start = [], 0
-        for qid, relevant in self.qrels.items():
-            docs = self.candidates[qid]
-            if scores is None:
-                ranked = docs
-            else:
-                order = np.argsort(-scores[start : start + len(docs)], kind="stable")
-                ranked = [docs[i] for i in order]
-            start += len(docs)
-            ndcgs.append(ndcg_at(ranked, relevant))
-        return mean(ndcgs)
-
-
-def load_eval(root: Path, split: str, max_queries: int, depth: int) -> EvalData:
-    data = Beir.load(root)
-    qrels = data.qrels(split, max_queries)
-    if not qrels:
-        raise SystemExit(f"{root}: split '{split}' has no query with a relevant document")
-    queries = {q: data.queries[q] for q in qrels}
-    print(
-        f"data {root}: {len(data.corpus)} documents, {len(qrels)} queries of split '{split}', "
-        f"BM25 top {depth}",
-        flush=True,
-    )
-    ranked = Bm25(data.corpus).search(list(queries.values()), depth)
-    return EvalData(data, queries, qrels, dict(zip(qrels, ranked, strict=True)))
-
-
-def bench_pairs(pool: list[Pair], n: int, seed: int) -> list[Pair]:
-    """n pairs of the pool in an order fixed by the seed, so the timed set mixes queries;
-    cycling when the pool is smaller (throughput needs n, not variety)."""
-    order = list(range(len(pool)))
-    random.Random(seed).shuffle(order)
-    return [pool[order[i % len(order)]] for i in range(n)]
-
-
-# -- model --------------------------------------------------------------------------------
-
-
-def load_cross_encoder(path: Path, max_length: int) -> Any:
-    from sentence_transformers import CrossEncoder
-
-    if not (path / "config.json").is_file():
-        raise SystemExit(
-            f"{path} is no cross-encoder directory (no config.json); train one with "
-            "`python -m trainers.reranker --data <BEIR directory>`"
-        )
-    model = CrossEncoder(str(path), device="cpu", local_files_only=True)
-    if model.num_labels != 1:
-        raise SystemExit(f"{path}: {model.num_labels} labels; a reranker has one (num_labels=1)")
-    if max_length:
-        model.max_seq_length = max_length
-    return model
-
-
-def fp32_onnx(model: Any, src: Path, out: Path, export: bool) -> dict[str, Any]:
-    """out/model.onnx: the model directory's own copy, or a fresh export."""
-    if (src / FP32_FILE).is_file() and not export:
-        import onnx
-
-        shutil.copyfile(src / FP32_FILE, out / FP32_FILE)
-        graph = onnx.load(str(out / FP32_FILE), load_external_data=False).graph
-        constants = {i.name for i in graph.initializer}
-        return {
-            "file": FP32_FILE,
-            "source": f"copied from {src / FP32_FILE}",
-            "inputs": [i.name for i in graph.input if i.name not in constants],
-        }
-    from trainers.reranker.train import export_onnx
-
-    # Eager attention, as the embedder recipe exports.
-    with qtools.eager_attention(model.model):
-        info = export_onnx(model, out)
-    return {**info, "source": "exported (trainers.reranker.train.export_onnx, eager attention)"}
-
-
-def source_manifest(src: Path) -> dict[str, Any]:
-    """What the trainer recorded about the model: name, version, base, data."""
-    try:
-        manifest = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"path": str(src)}
-    keep = ("name", "version", "created_at", "base", "method", "data")
-    return {"path": str(src), **{k: manifest[k] for k in keep if k in manifest}}
-
-
-# -- measuring ----------------------------------------------------------------------------
-
-
-def score_all(score: Score, pairs: list[Pair], batch_size: int, desc: str) -> np.ndarray:
-    scores, _ = qtools.run_batches(
-        score, pairs, qtools.length_batches(pairs, batch_size, pair_length), desc, "pair"
-    )
-    return scores
-
-
-def difference(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
-    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    # Nine decimals: ONNX FP32 differs from PyTorch by about 1e-8, which six would show as 0.
-    return {
-        "max_abs": round(float(diff.max()), 9),
-        "mean_abs": round(float(diff.mean()), 9),
-        "pairs": len(diff),
-    }
-
-
-def ranking_ndcg(
-    engines: dict[str, Score], evalset: EvalData, batch_size: int, depth: int
-) -> dict[str, Any]:
-    pairs = evalset.pairs()
-    print(f"nDCG@10: scoring {len(pairs)} pairs of {len(evalset.qrels)} queries", flush=True)
-    scores = {name: score_all(s, pairs, batch_size, f"nDCG {name}") for name, s in engines.items()}
-    result: dict[str, Any] = {
-        "data": str(evalset.data.root),
-        "queries": len(evalset.qrels),
-        "depth": depth,
-        "pairs": len(pairs),
-        "bm25": round(evalset.ndcg(None), 6),
-        **{name: round(evalset.ndcg(s), 6) for name, s in scores.items()},
-        "score_diff_int8_vs_torch": difference(scores["onnx_int8"], scores["torch_fp32"]),
-    }
-    result["difference"] = round(result["onnx_int8"] - result["torch_fp32"], 6)
-    return result
-
-
-# -- output -------------------------------------------------------------------------------
-
-
-def model_card(manifest: dict[str, Any]) -> str:
-    m = manifest["metrics"]
-    speed = m["pairs_per_s"]
-    diff = m["score_diff_vs_torch_fp32"]
-    rows = qtools.speed_rows(speed, "PyTorch FP32 (CrossEncoder.predict)")
-    ndcg = ""
-    if m.get("ndcg@10"):
-        n = m["ndcg@10"]
-        d = n["score_diff_int8_vs_torch"]
-        ndcg = f"""
-Reranking the BM25 top {n["depth"]} of {n["queries"]} queries ({n["pairs"]} pairs) of
-`{n["data"]}`, split `{m["eval_split"]}`:
-
-| ranking | nDCG@10 |
-| --- | --- |
-| BM25 alone | {n["bm25"]:.4f} |
-| PyTorch FP32 | {n["torch_fp32"]:.4f} |
-| ONNX INT8 | {n["onnx_int8"]:.4f} ({n["difference"]:+.4f}) |
-
-INT8 scores of those pairs differ from PyTorch's by at most {d["max_abs"]:.4f} (mean
-{d["mean_abs"]:.4f}).
-"""
-    src = manifest["source"]
-    files, quantization = qtools.card_lines(
-        manifest, "tokenizer, configuration and PyTorch weights"
-    )
-    onnx = (
-        f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output logits "
-        f"(batch, 1); {manifest['onnx']['source']}"
-    )
-    return f"""# {manifest["name"]} / {manifest["version"]}
-
-An INT8 copy of a cross-encoder reranker for CPU inference with the reranker service's onnx
-backend, next to its FP32 ONNX export and PyTorch weights. Written by
-`python -m trainers.quantize reranker`.
-
-| | |
-| --- | --- |
-| model | `{src["path"]}` ({src.get("name", "?")} / {src.get("version", "?")}) |
-| method | {manifest["method"]} |
-| files | {files} |
-| ONNX | {onnx} |
-| quantization | {quantization} |
-| created | {manifest["created_at"]} |
-
-## Measured
-
-{m["pairs"]["count"]} (query, passage) pairs: {m["pairs"]["source"]}.
-Mean {m["pairs"]["mean_tokens"]} tokens per pair, truncated at {m["max_length"]}; batch
-{m["batch_size"]}, {m["threads"]} thread(s), median of {len(speed["runs"]["torch_fp32"])}
-interleaved run(s), {m["cpu"]}:
-
-| engine | pairs/s | vs PyTorch FP32 |
-| --- | --- | --- |
-{rows}
-
-Scores (after the model's activation) against PyTorch FP32's on those pairs:
-
-| engine | max abs difference | mean abs difference |
-| --- | --- | --- |
-| ONNX FP32 | {diff["onnx_fp32"]["max_abs"]:.2e} | {diff["onnx_fp32"]["mean_abs"]:.2e} |
-| ONNX INT8 | {diff["onnx_int8"]["max_abs"]:.4f} | {diff["onnx_int8"]["mean_abs"]:.4f} |
-{ndcg}
-## Use
-
-```bash
-# from the repository root
-RAGRAIL_RERANKER_BACKEND=onnx RAGRAIL_RERANKER_ONNX_FILE={INT8_FILE} \\
-    RAGRAIL_RERANKER_MODEL={manifest["path"]} python -m services.reranker
-# FP32: leave RAGRAIL_RERANKER_ONNX_FILE at its default, {FP32_FILE}
-```
-
-`manifest.json` records the arguments, library versions and file hashes; `metrics.json` the
-numbers above.
-"""
 
 
 def default_out(args: argparse.Namespace) -> Path:
@@ -320,10 +78,11 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         raise SystemExit(f"{out} already holds a model; pass --overwrite or another --out")
     threads = qtools.prepare(args)
 
-    evalset = None
+    evaluation: tuple[Beir, EvalSet] | None = None  # the data and its queries' candidates
     if args.data:
-        evalset = load_eval(args.data, args.eval_split, args.eval_max_queries, args.eval_depth)
-        pool = evalset.pairs()
+        evaluation = load_eval(args.data, args.eval_split, args.eval_max_queries, args.eval_depth)
+        data, evalset = evaluation
+        pool = evalset.pairs(data.corpus)
         source = (
             f"BM25 top {args.eval_depth} of {len(evalset.qrels)} queries of `{args.data}` "
             f"split `{args.eval_split}`"
@@ -396,11 +155,11 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "score_diff_vs_torch_fp32": diff,
         "size_mb": qtools.size_mb(out),
     }
-    if evalset is not None:
+    if evaluation is not None:
         metrics["eval_split"] = args.eval_split
         metrics["ndcg@10"] = ranking_ndcg(
             {"torch_fp32": engines["torch_fp32"], "onnx_int8": int8.predict},
-            evalset,
+            *evaluation,
             args.batch_size,
             args.eval_depth,
         )
@@ -429,7 +188,7 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         f"mean {diff['onnx_int8']['mean_abs']}",
         flush=True,
     )
-    if evalset is not None:
+    if evaluation is not None:
         n = metrics["ndcg@10"]
         print(
             f"nDCG@10: BM25 {n['bm25']:.4f}, torch FP32 {n['torch_fp32']:.4f}, ONNX INT8 "

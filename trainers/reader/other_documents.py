@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.chunking import Chunker, TokenSpans
+from trainers.reader.examples import Example
+from trainers.reader.features import Featurizer
 
 # The gateway's chunks for the packaged MiniLM embedder (256 tokens less [CLS] and [SEP]).
 CHUNK_TOKENS = 254
@@ -84,3 +86,27 @@ def closest_other_chunks(
         others = [texts[i] for i in row if owners[i] != question.document][:pool]
         out.append(rng.sample(others, min(n, len(others))))
     return out
+
+
+def documents_of(examples: list[Example]) -> dict[str, str]:
+    """Each article's text: a COVID-QA context is its whole article; an XQuAD one a paragraph,
+    joined with the article's others in order."""
+    paragraphs: dict[str, dict[str, None]] = {}
+    for ex in examples:
+        paragraphs.setdefault(ex.document, {})[ex.context] = None
+    return {doc: "\n\n".join(texts) for doc, texts in paragraphs.items()}
+
+
+def other_document_chunks(
+    examples: list[Example], featurizer: Featurizer, n: int, seed: int
+) -> list[list[str]]:
+    """Per example, n of the chunks of other articles that BM25 ranks highest for its
+    question (closest_other_chunks), cut with the featurizer's tokenizer."""
+    questions = [Question(ex.question, ex.document) for ex in examples]
+    return closest_other_chunks(
+        questions,
+        documents_of(examples),
+        lambda text: featurizer.context_tokens(text)[1],
+        n,
+        seed=seed,
+    )

@@ -1,10 +1,10 @@
 """Generator engines, chosen by `RAGRAIL_GENERATOR_ENGINE` from the ENGINES table.
 
-This package holds only engines: the contract (base.py) and one module per engine (the
-triton engine's tensor protocols beside it). What engines share lives one level up:
-chat_template.py (chat templates and tokenizers), model_files.py (the files a registry
-version names) and scheduler.py (continuous batching for engines that run the model in
-this process).
+This package holds only engines: the contract (base.py) and one module per engine, with the
+parts of two engines beside theirs (triton_protocols.py; openai_stream.py and
+openai_tokenize.py). What engines share lives one level up: chat_template.py (chat
+templates and tokenizers), model_files.py (the files a registry version names) and
+scheduler.py (continuous batching for engines that run the model in this process).
 
 Add an engine by naming its class in ENGINES and its name in settings.EngineName (a test
 checks that the two agree); docs/adding-a-generator-engine.md has the steps. Engines are

