@@ -54,7 +54,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.ingest_jobs = IngestJobs(app.state.pipeline, settings)
         app.state.keys = keys
         # SIGHUP re-reads the key file: a key removed there is refused from the next request.
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off-main
+        # Signals reach only the main thread (uvloop says ValueError, asyncio RuntimeError).
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             on_sighup(_reload_keys(keys))
         try:
             yield
