@@ -36,6 +36,14 @@ class AlreadyExists(RagrailError):
     http_status = 409
 
 
+class PermissionDenied(RagrailError):
+    """The gateway's scope checks. Not in _BY_CODE: a peer's PERMISSION_DENIED (a service
+    token that does not match) is the deployment's fault, not the client's."""
+
+    grpc_code = grpc.StatusCode.PERMISSION_DENIED
+    http_status = 403
+
+
 class FailedPrecondition(RagrailError):
     grpc_code = grpc.StatusCode.FAILED_PRECONDITION
     http_status = 409

@@ -120,11 +120,17 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
         stop_process(process)
 
 
+class GatewayUrl(str):
+    """A gateway's URL that also holds its process (for tests that signal it)."""
+
+    process: subprocess.Popen[bytes]
+
+
 @contextlib.contextmanager
-def gateway_process(log: Path | None = None, **settings: str) -> Iterator[str]:
+def gateway_process(log: Path | None = None, **settings: str) -> Iterator[GatewayUrl]:
     """A gateway process of its own with some settings changed (RAGRAIL_GATEWAY_<NAME>), the
     rest from this process's environment (the suite's services, inside a test using it);
-    yields its URL once it answers. Its output goes to `log`, or nowhere."""
+    yields its URL (with `.process`) once it answers. Its output goes to `log`, or nowhere."""
     import httpx
 
     port = free_port()
@@ -137,7 +143,8 @@ def gateway_process(log: Path | None = None, **settings: str) -> Iterator[str]:
         stdout=sink,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = GatewayUrl(f"http://127.0.0.1:{port}")
+    url.process = process
     try:
         deadline = time.monotonic() + 60
         while True:

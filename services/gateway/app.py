@@ -3,14 +3,15 @@ metrics and the service connections opened in the lifespan."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.gateway.auth import ApiKeysAndRateLimit, load_keys
+from services.gateway.auth import ApiKeysAndRateLimit
 from services.gateway.browser_safety import BrowserSafety
 from services.gateway.clients import Services
 from services.gateway.disconnect import install_disconnect_handler
@@ -21,6 +22,7 @@ from services.gateway.ingest.jobs import IngestJobs
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
 from services.gateway.openapi import install_openapi
+from services.gateway.principals import Keys
 from services.gateway.rag.serving import ChatServing
 from services.gateway.routes import (
     collections,
@@ -33,11 +35,14 @@ from services.gateway.routes import (
 )
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import JsonBodyGuard
+from shared.server import on_sighup
 from shared.version import VERSION
 
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
+    # Keys are read now, so a missing keys file stops the gateway at start, not at a request.
+    keys = Keys(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -47,6 +52,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.pipeline = IngestPipeline(services, settings)
         app.state.chat = ChatServing(services, settings)
         app.state.ingest_jobs = IngestJobs(app.state.pipeline, settings)
+        app.state.keys = keys
+        # SIGHUP re-reads the key file: a key removed there is refused from the next request.
+        # Signals reach only the main thread (uvloop says ValueError, asyncio RuntimeError).
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            on_sighup(_reload_keys(keys))
         try:
             yield
         finally:
@@ -88,8 +98,6 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # An exception no handler took is answered here, on a connection that stays usable; outside
     # BodySizeLimit, whose own exception turns into its 413.
     app.add_middleware(UnhandledErrors)
-    # Keys are read now, so a missing keys file stops the gateway at start, not at a request.
-    keys = load_keys(settings)
     app.add_middleware(ApiKeysAndRateLimit, settings=settings, keys=keys)
     if settings.cors_origins:
         app.add_middleware(
@@ -100,6 +108,13 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         )
     # Outermost: foreign Host names and cross-origin writes refused before anything else, and
     # every failed answer (these refusals, 401, 413 and 429 included) counted and logged.
-    app.add_middleware(BrowserSafety, settings=settings, keyless=not keys)
+    app.add_middleware(BrowserSafety, settings=settings, keyless=not keys.ring)
     app.add_middleware(FailureAccounting)
     return app
+
+
+def _reload_keys(keys: Keys) -> Callable[[], Awaitable[bool]]:
+    async def reload() -> bool:
+        return keys.reload()
+
+    return reload

@@ -128,7 +128,8 @@ class SearchRequest(BaseModel):
     filter: FilterObject | None = Field(
         None,
         description='Metadata filter, e.g. {"year": {"$gte": 2020}, "document_id": "a.md"}; '
-        "operators $eq $ne $gt $gte $lt $lte $in $nin; keys are ANDed.",
+        "operators $eq $ne $gt $gte $lt $lte $in $nin, $any on list fields (tags, access_groups); "
+        "keys are ANDed, $and takes a list of filter objects.",
     )
     fusion: FusionMethod = FusionMethod.rrf
     rrf_k: int | None = Field(None, ge=1, le=10_000)

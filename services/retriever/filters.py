@@ -7,9 +7,17 @@ A filter is a JSON-like dict (it arrives as a protobuf Struct, so every number i
     {"year": {"$gte": 2020, "$lt": 2024}}            operators on one field are ANDed
     {"tag": {"$in": ["a", "b"]}, "lang": "en"}       top-level keys are ANDed
 
-Operators: $eq $ne $gt $gte $lt $lte (one scalar) and $in $nin (a non-empty list of scalars).
-Scalars are strings, numbers and booleans. `document_id` and `document_name` are columns of
-the chunk; every other field is a key of the chunk's metadata.
+    {"tags": {"$any": ["a", "b"]}}                   a list field holds a or b
+    {"$and": [{"year": 2021}, {"tag": "a"}]}         every object must hold (flattened)
+
+Operators: $eq $ne $gt $gte $lt $lte (one scalar) and $in $nin (a non-empty list of scalars);
+on a metadata field whose value is a list, $any (the list shares a value with the given
+ones) and $unset_or_any (the same, or the field is missing or null: how the gateway's
+mandatory access filter lets documents with no access list through). Scalars are strings,
+numbers and booleans. `document_id` and `document_name` are columns of the chunk; every
+other field is a key of the chunk's metadata. `$and` takes a list of filter objects: it lets
+a caller AND its own conditions with someone else's filter without clashing keys (there is
+no $or, so a filter can only narrow what another `$and` branch allows).
 
 Semantics both translations share: a condition on a metadata key the chunk lacks (or holds
 null) is false, $ne and $nin included, so `{"tag": {"$ne": "a"}}` only matches chunks that
@@ -32,7 +40,9 @@ Scalar: TypeAlias = str | int | float | bool
 
 COLUMN_FIELDS = frozenset({"document_id", "document_name"})
 SCALAR_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
-LIST_OPS = ("$in", "$nin")
+LIST_OPS = ("$in", "$nin", "$any", "$unset_or_any")
+# Operators that test a list-valued metadata field (never a column, which holds one string).
+MEMBERSHIP_OPS = ("$any", "$unset_or_any")
 ORDER_OPS = ("$gt", "$gte", "$lt", "$lte")
 MAX_LIST_VALUES = 1024
 MAX_CONDITIONS = 64
@@ -76,9 +86,7 @@ def parse_filter(d: dict[str, Any] | None) -> MetadataFilter | None:
         raise InvalidArgument(
             f'filter must be an object like {{"year": 2021}}, got {type(d).__name__}'
         )
-    conditions: list[Condition] = []
-    for field, spec in d.items():
-        conditions.extend(_parse_field(field, spec))
+    conditions = _parse_object(d, depth=0)
     if not conditions:
         return None
     if len(conditions) > MAX_CONDITIONS:
@@ -86,6 +94,32 @@ def parse_filter(d: dict[str, Any] | None) -> MetadataFilter | None:
             f"filter has {len(conditions)} conditions; the limit is {MAX_CONDITIONS}"
         )
     return MetadataFilter(tuple(conditions))
+
+
+_MAX_AND_DEPTH = 4
+
+
+def _parse_object(d: dict[str, Any], depth: int) -> list[Condition]:
+    conditions: list[Condition] = []
+    for field, spec in d.items():
+        if field == "$and":
+            conditions.extend(_parse_and(spec, depth))
+        else:
+            conditions.extend(_parse_field(field, spec))
+    return conditions
+
+
+def _parse_and(spec: Any, depth: int) -> list[Condition]:
+    if depth >= _MAX_AND_DEPTH:
+        raise InvalidArgument(f"filter nests $and more than {_MAX_AND_DEPTH} deep")
+    if not isinstance(spec, list | tuple) or not all(isinstance(s, dict) for s in spec):
+        raise InvalidArgument('filter $and needs a list of filter objects, e.g. [{"year": 2021}]')
+    conditions: list[Condition] = []
+    for sub in spec:
+        conditions.extend(_parse_object(sub, depth + 1))
+        if len(conditions) > MAX_CONDITIONS:
+            break  # parse_filter reports the count
+    return conditions
 
 
 def _parse_field(field: Any, spec: Any) -> list[Condition]:
@@ -103,8 +137,8 @@ def _parse_field(field: Any, spec: Any) -> list[Condition]:
 def _check_field_name(field: Any) -> None:
     if isinstance(field, str) and field.startswith("$"):
         raise InvalidArgument(
-            f"filter key '{field}' is not supported: top-level keys are field names and are "
-            "ANDed; $and/$or are not available"
+            f"filter key '{field}' is not supported: keys are field names and are ANDed, "
+            "or $and with a list of filter objects; $or is not available"
         )
     if not isinstance(field, str) or not _FIELD_RE.fullmatch(field):
         raise InvalidArgument(
@@ -123,6 +157,11 @@ def _condition(field: str, op: Any, value: Any) -> Condition:
         _check_column_type(field, op, scalar)
         return Condition(field, op, scalar)
     if op in LIST_OPS:
+        if op in MEMBERSHIP_OPS and field in COLUMN_FIELDS:
+            raise InvalidArgument(
+                f"filter field '{field}' operator {op} tests a list-valued metadata field; "
+                f"{field} holds one string, so use $in"
+            )
         values = _scalar_list(field, op, value)
         for v in values:
             _check_column_type(field, op, v)
@@ -228,6 +267,12 @@ def _condition_expr(c: Condition) -> str:
     if c.is_column:
         keyword = "in" if c.op == "$in" else "not in"
         return f"{lhs} {keyword} [{', '.join(literal(v) for v in c.value)}]"
+    values = ", ".join(literal(v) for v in c.value)
+    if c.op == "$any":
+        return f"json_contains_any({lhs}, [{values}])"
+    if c.op == "$unset_or_any":
+        # `exists` is false for a missing key and for a null, as `_holds` has it.
+        return f"(not exists {lhs} or json_contains_any({lhs}, [{values}]))"
     # Milvus Lite only accepts `in` on plain columns, so JSON keys get an OR (AND) chain;
     # Milvus server evaluates the chain the same way.
     if c.op == "$in":
@@ -254,7 +299,15 @@ def _field_value(c: Condition, chunk: ChunkRecord) -> Any:
 
 def _holds(c: Condition, actual: Any) -> bool:
     if actual is _MISSING or actual is None:
-        return False
+        return c.op == "$unset_or_any"
+    if c.op in MEMBERSHIP_OPS:
+        # Only a list holds members: a scalar where a list belongs matches nothing (as
+        # Milvus's json_contains_any has it), so a malformed access list fails closed.
+        return isinstance(actual, list) and any(
+            _equal(a, v)
+            for a in actual
+            for v in c.value  # type: ignore[union-attr]
+        )
     if c.op == "$in":
         return any(_equal(actual, v) for v in c.value)  # type: ignore[union-attr]
     if c.op == "$nin":

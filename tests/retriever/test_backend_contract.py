@@ -551,3 +551,56 @@ def test_analysis_is_configurable_and_pinned_per_collection(backend: str, locati
             stemming.upsert("docs", [make_chunk("b", 0)])
     finally:
         stemming.close()
+
+
+# -- membership on list-valued metadata (document access lists) ------------------------
+
+
+def _access_chunks() -> list[ChunkRecord]:
+    groups: list[Any] = [["team-a"], ["team-b"], ["team-a", "team-b"], [], "team-a", None]
+    chunks = [
+        make_chunk(f"g{i}", 0, f"access test {i}", unit(1, 1, 1, i + 1), {"access_groups": g})
+        for i, g in enumerate(groups)
+    ]
+    chunks.append(make_chunk("open", 0, "access test open", unit(1, 1, 1, 0), {"year": 1}))
+    return chunks
+
+
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        ({"access_groups": {"$any": ["team-a"]}}, {"g0:0", "g2:0"}),
+        ({"access_groups": {"$any": ["team-b", "x"]}}, {"g1:0", "g2:0"}),
+        # No access list (missing or null) passes; [] and a scalar where a list belongs do not.
+        ({"access_groups": {"$unset_or_any": ["team-a"]}}, {"g0:0", "g2:0", "g5:0", "open:0"}),
+        ({"access_groups": {"$unset_or_any": ["nobody"]}}, {"g5:0", "open:0"}),
+        # A mandatory filter ANDed with a caller's: the caller cannot widen it.
+        (
+            {
+                "$and": [
+                    {"document_id": {"$nin": ["zzz"]}},
+                    {"access_groups": {"$unset_or_any": ["team-b"]}},
+                ]
+            },
+            {"g1:0", "g2:0", "g5:0", "open:0"},
+        ),
+        (
+            {"$and": [{"document_id": "g0"}, {"access_groups": {"$unset_or_any": ["team-b"]}}]},
+            set(),
+        ),
+    ],
+)
+def test_membership_filters_agree_on_every_backend(
+    store: VectorStore, flt: dict[str, Any], expected: set[str]
+) -> None:
+    store.create_collection("acl", DIM)
+    store.upsert("acl", _access_chunks())
+    parsed = parse_filter(flt)
+    dense = store.dense_search("acl", unit(1, 1, 1, 1), 20, parsed)
+    assert set(ids(dense)) == expected
+    sparse = store.sparse_search("acl", "access test", 20, parsed)
+    assert set(ids(sparse)) == expected
+    everything = store.dense_search("acl", unit(1, 1, 1, 1), 20, None)
+    assert {h.chunk.id for h in everything if matches(parsed, h.chunk)} == expected
+    # Top-k is taken among the chunks that pass, not cut before the filter.
+    assert len(store.dense_search("acl", unit(1, 1, 1, 7), 2, parsed)) == min(2, len(expected))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -91,8 +92,7 @@ def test_booleans_stay_booleans() -> None:
         ({"": 1}, "field name '' is invalid"),
         ({"x" * 65: 1}, "is invalid"),
         ({'a"]': 1}, "is invalid"),
-        ({"$and": [{"a": 1}]}, "$and/$or are not available"),
-        ({"$or": [{"a": 1}]}, "$and/$or are not available"),
+        ({"$or": [{"a": 1}]}, "$or is not available"),
         ({"document_id": 5}, "document_id is text"),
         ({"document_name": {"$in": ["a", 1]}}, "document_name is text"),
         ({"tag": "a\x00b"}, "control characters"),
@@ -226,3 +226,60 @@ def test_matches_columns_not_metadata() -> None:
 
 def test_no_filter_matches_everything() -> None:
     assert matches(None, chunk({}))
+
+
+# -- membership and $and (the gateway's mandatory access filter) --------------------------
+
+
+def test_and_flattens_into_one_conjunction() -> None:
+    f = parse_filter({"$and": [{"lang": "en"}, {"$and": [{"year": 2021}]}], "tag": "a"})
+    assert f == MetadataFilter(
+        (
+            Condition("lang", "$eq", "en"),
+            Condition("year", "$eq", 2021),
+            Condition("tag", "$eq", "a"),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        ({"$or": [{"a": 1}, {"b": 2}]}, "$or is not available"),
+        ({"$and": {"a": 1}}, "$and needs a list"),
+        ({"$and": [1]}, "$and needs a list"),
+        ({"$and": [{"$and": [{"$and": [{"$and": [{"$and": [{"a": 1}]}]}]}]}]}, "more than 4"),
+        ({"document_id": {"$any": ["a"]}}, "holds one string"),
+        ({"tags": {"$any": []}}, "empty list"),
+        ({"tags": {"$unset_or_any": "a"}}, "needs a list"),
+        ({"$and": [{"a": {"$in": list(range(60))}}] + [{"b": 1}] * 70}, "conditions"),
+    ],
+)
+def test_bad_and_and_membership(bad: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(fragment)):
+        parse_filter(bad)
+
+
+def test_membership_milvus_expressions() -> None:
+    assert expr({"tags": {"$any": ["a", 2]}}) == 'json_contains_any(metadata["tags"], ["a", 2])'
+    assert expr({"access_groups": {"$unset_or_any": ['t"x']}}) == (
+        '(not exists metadata["access_groups"] or '
+        'json_contains_any(metadata["access_groups"], ["t\\"x"]))'
+    )
+
+
+@pytest.mark.parametrize(
+    ("metadata", "any_", "unset_or_any"),
+    [
+        ({"g": ["a", "b"]}, True, True),
+        ({"g": ["c"]}, False, False),
+        ({"g": []}, False, False),
+        ({"g": "a"}, False, False),  # a scalar where a list belongs fails closed
+        ({"g": None}, False, True),
+        ({}, False, True),
+        ({"g": [True, 1]}, False, False),  # kinds kept apart: "a" is not True
+    ],
+)
+def test_membership_predicate(metadata: dict[str, Any], any_: bool, unset_or_any: bool) -> None:
+    assert matches(parse_filter({"g": {"$any": ["a"]}}), chunk(metadata)) is any_
+    assert matches(parse_filter({"g": {"$unset_or_any": ["a"]}}), chunk(metadata)) is unset_or_any

@@ -54,6 +54,7 @@ class Job:
     error: schemas.ErrorBody | None = None
     result: schemas.IngestResponse | None = None
     task: asyncio.Task[None] | None = None
+    owner: str = ""  # the principal's name: another key's job is a 404 to it
 
     def status(self) -> schemas.IngestJob:
         p = self.progress
@@ -85,7 +86,7 @@ class IngestJobs:
     def _unfinished(self) -> int:
         return sum(1 for j in self.jobs.values() if j.state not in FINISHED)
 
-    def submit(self, ingest: IngestRequest) -> Job:
+    def submit(self, ingest: IngestRequest, owner: str = "") -> Job:
         # Each waiting job holds its upload in memory: bound how many may wait.
         if self._unfinished() >= self.settings.ingest_jobs_queue:
             raise ResourceExhausted(
@@ -98,24 +99,25 @@ class IngestJobs:
             "; split the upload into several jobs",
         )
         progress.documents_total = len(ingest.documents)
-        job = Job(f"ingest-{uuid.uuid4().hex[:20]}", ingest.collection, progress)
+        job = Job(f"ingest-{uuid.uuid4().hex[:20]}", ingest.collection, progress, owner=owner)
         self.jobs[job.id] = job
         job.task = asyncio.get_running_loop().create_task(self._run(job, ingest))
         self._forget_old()
         return job
 
-    def get(self, job_id: str) -> Job:
+    def get(self, job_id: str, owner: str | None = None) -> Job:
+        """The job; `owner` set, only if that principal submitted it (else the same 404)."""
         job = self.jobs.get(job_id)
-        if job is None:
+        if job is None or (owner is not None and job.owner != owner):
             raise NotFound(
                 f"no ingest job '{job_id[:80]}' (jobs are forgotten when the gateway restarts)"
             )
         return job
 
-    async def cancel(self, job_id: str) -> Job:
+    async def cancel(self, job_id: str, owner: str | None = None) -> Job:
         """Stops a queued or running job (its gRPC calls with it); a finished one is left as
         it is."""
-        job = self.get(job_id)
+        job = self.get(job_id, owner)
         if job.task is not None and not job.task.done():
             job.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

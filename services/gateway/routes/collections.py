@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 
 from services.gateway import schemas
+from services.gateway.access import authorize, get_principal, readable
 from services.gateway.clients import Services
 from services.gateway.deps import get_services
+from services.gateway.principals import Action, Principal
 from shared.proto.ragrail.v1 import retriever_pb2
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
@@ -30,12 +32,13 @@ def _collection(
     "",
     status_code=201,
     response_model=schemas.Collection,
-    responses={409: {"model": schemas.ErrorResponse}},
+    responses={403: {"model": schemas.ErrorResponse}, 409: {"model": schemas.ErrorResponse}},
 )
 async def create_collection(
-    body: schemas.CollectionCreate, services: Services = Depends(get_services)
+    body: schemas.CollectionCreate, request: Request, services: Services = Depends(get_services)
 ) -> schemas.Collection:
-    """Creates a collection sized for the running embedder's vectors."""
+    """Creates a collection sized for the running embedder's vectors (admin scope)."""
+    authorize(request, Action.admin, body.name, creating=True)
     embedder = await services.embedder.info()
     created = await services.retriever.create_collection(
         body.name, embedder.dimension, body.description
@@ -44,23 +47,36 @@ async def create_collection(
 
 
 @router.get("", response_model=schemas.CollectionList)
-async def list_collections(services: Services = Depends(get_services)) -> schemas.CollectionList:
+async def list_collections(
+    services: Services = Depends(get_services), principal: Principal = Depends(get_principal)
+) -> schemas.CollectionList:
+    """The collections the key may read."""
     collections = await services.retriever.list_collections()
-    return schemas.CollectionList(collections=[_collection(c) for c in collections])
+    names = set(readable(principal, [c.name for c in collections]))
+    return schemas.CollectionList(
+        collections=[_collection(c) for c in collections if c.name in names]
+    )
 
 
 @router.get(
     "/{name}", response_model=schemas.Collection, responses={404: {"model": schemas.ErrorResponse}}
 )
 async def get_collection(
-    name: str = NamePath, services: Services = Depends(get_services)
+    request: Request, name: str = NamePath, services: Services = Depends(get_services)
 ) -> schemas.Collection:
+    authorize(request, Action.read, name)
     stats = await services.retriever.collection_stats(name)
     return _collection(stats.collection, stats)
 
 
-@router.delete("/{name}", status_code=204, responses={404: {"model": schemas.ErrorResponse}})
+@router.delete(
+    "/{name}",
+    status_code=204,
+    responses={403: {"model": schemas.ErrorResponse}, 404: {"model": schemas.ErrorResponse}},
+)
 async def delete_collection(
-    name: str = NamePath, services: Services = Depends(get_services)
+    request: Request, name: str = NamePath, services: Services = Depends(get_services)
 ) -> None:
+    """Deletes a collection and its documents (admin scope)."""
+    authorize(request, Action.admin, name)
     await services.retriever.delete_collection(name)

@@ -7,19 +7,29 @@ import time
 from fastapi import APIRouter, Depends, Query, Request
 
 from services.gateway import schemas
+from services.gateway.access import (
+    all_documents,
+    authorize,
+    check_access_lists,
+    get_principal,
+    hidden_document_ids,
+    may_see,
+)
 from services.gateway.clients import Services
 from services.gateway.deps import get_pipeline, get_services, get_settings
 from services.gateway.disconnect import cancel_on_disconnect
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.ingest.request import (
     IngestProgress,
+    IngestRequest,
     ingest_response,
     parse_documents,
     read_ingest_request,
 )
+from services.gateway.principals import Action, Principal
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import INT32_MAX
-from shared.errors import NotFound
+from shared.errors import NotFound, PermissionDenied
 from shared.structs import struct_to_dict
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
@@ -73,6 +83,7 @@ async def ingest_documents(
     """
     started = time.perf_counter()
     ingest = await read_ingest_request(request, settings)
+    await authorize_ingest(request, services, ingest)
     hint = "; send large uploads to POST /v1/ingest/jobs"
     ingest.check_size(settings.ingest_max_mb, "RAGRAIL_GATEWAY_INGEST_MAX_MB", hint)
     progress = IngestProgress(settings.ingest_max_chunks, "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS", hint)
@@ -88,24 +99,57 @@ async def ingest_documents(
     return await cancel_on_disconnect(request, run())
 
 
+async def authorize_ingest(request: Request, services: Services, ingest: IngestRequest) -> None:
+    """Write scope on the collection; access lists naming only the key's own groups; and for a
+    key restricted to groups, no document id that replaces a document it cannot see."""
+    principal = authorize(request, Action.write, ingest.collection)
+    check_access_lists(
+        request.scope, principal, ingest.collection, (d.metadata for d in ingest.documents)
+    )
+    if principal.all_documents:
+        return
+    hidden = await hidden_document_ids(services, ingest.collection, principal)
+    taken = sorted({d.id for d in ingest.documents} & hidden)
+    if taken:
+        raise PermissionDenied(
+            f"document id '{taken[0][:200]}' is taken by a document this key cannot see; "
+            "choose another id"
+        )
+
+
 @router.get(
     "", response_model=schemas.DocumentList, responses={404: {"model": schemas.ErrorResponse}}
 )
 async def list_documents(
+    request: Request,
     collection: str = CollectionQuery,
     limit: int = Query(100, ge=1, le=10_000),
     offset: int = Query(0, ge=0, le=INT32_MAX),
     services: Services = Depends(get_services),
+    principal: Principal = Depends(get_principal),
 ) -> schemas.DocumentList:
-    reply = await services.retriever.list_documents(collection, limit=limit, offset=offset)
+    """The documents of a collection that the key may see, sorted by id."""
+    authorize(request, Action.read, collection)
+    if principal.all_documents:
+        reply = await services.retriever.list_documents(collection, limit=limit, offset=offset)
+        documents, total = list(reply.documents), reply.total
+    else:
+        # The retriever lists without a filter, so a restricted key's page is cut from every
+        # document it may see (one pass over the collection's document list).
+        visible = [
+            d
+            for d in await all_documents(services, collection)
+            if may_see(principal, struct_to_dict(d.metadata))
+        ]
+        documents, total = visible[offset : offset + limit], len(visible)
     return schemas.DocumentList(
         collection=collection,
-        total=reply.total,
+        total=total,
         documents=[
             schemas.DocumentInfo(
                 id=d.id, name=d.name, chunks=d.num_chunks, metadata=struct_to_dict(d.metadata)
             )
-            for d in reply.documents
+            for d in documents
         ],
     )
 
@@ -116,11 +160,18 @@ async def list_documents(
     responses={404: {"model": schemas.ErrorResponse}},
 )
 async def delete_document(
+    request: Request,
     document_id: str,
     collection: str = CollectionQuery,
     services: Services = Depends(get_services),
 ) -> schemas.DeleteResult:
+    principal = authorize(request, Action.write, collection)
+    missing = NotFound(f"document '{document_id}' is not in collection '{collection}'")
+    if not principal.all_documents and document_id in await hidden_document_ids(
+        services, collection, principal
+    ):
+        raise missing  # a document the key cannot see is one that is not there
     deleted = await services.retriever.delete_documents(collection, [document_id])
     if deleted == 0:
-        raise NotFound(f"document '{document_id}' is not in collection '{collection}'")
+        raise missing
     return schemas.DeleteResult(deleted_chunks=deleted)

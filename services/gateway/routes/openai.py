@@ -15,10 +15,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
 from services.gateway import openai_schemas as oai
+from services.gateway.access import authorize, document_filter
 from services.gateway.clients import Services
 from services.gateway.deps import get_chat, get_services
 from services.gateway.disconnect import ClientDisconnected, cancel_on_disconnect
 from services.gateway.failures import chat_ended
+from services.gateway.principals import Action
 from services.gateway.rag.protocol import ChatState, model_id
 from services.gateway.rag.serving import ChatServing
 from shared.errors import RagrailError
@@ -34,6 +36,13 @@ async def chat_completions(
     """Answers the conversation's last user message: grounded in `collection` /
     `collection_names` with numbered citations when a knowledge base is named, through the
     input, retrieval and output rails when a guardrails service is configured."""
+    principal = None
+    for name in body.collections:
+        principal = authorize(request, Action.read, name)
+    if principal is not None:
+        # Retrieval sees only what the key may: no other chunk can reach the prompt, the
+        # sources or the citations.
+        body.filter = document_filter(principal, body.filter)
 
     async def answer() -> oai.ChatCompletion:
         return await chat.complete(await chat.prepare(body))

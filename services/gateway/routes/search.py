@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from services.gateway import schemas
+from services.gateway.access import authorize, document_filter
 from services.gateway.clients import Services
 from services.gateway.deps import get_services, get_settings
+from services.gateway.principals import Action
 from services.gateway.retrieval_plan import RetrievalPlan
 from services.gateway.search import retrieve
 from services.gateway.settings import GatewaySettings
@@ -21,11 +23,15 @@ router = APIRouter(prefix="/v1", tags=["search"])
 )
 async def search(
     body: schemas.SearchRequest,
+    request: Request,
     services: Services = Depends(get_services),
     settings: GatewaySettings = Depends(get_settings),
 ) -> Response:
     """Searches a collection by meaning (dense), keywords (sparse BM25) or both (hybrid), then
     reranks the first stage with a cross-encoder when a reranker is configured."""
+    principal = authorize(request, Action.read, body.collection)
+    # Inside the retriever's query, so top-k is taken among the chunks the key may see.
+    body.filter = document_filter(principal, body.filter)
     plan = RetrievalPlan.for_search(body, settings, reranker=services.reranker is not None)
     (result,) = await retrieve(services, plan, body.query)
     response = schemas.SearchResponse(
