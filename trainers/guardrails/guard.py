@@ -397,7 +397,15 @@ def default_out(args: argparse.Namespace) -> Path:
 
 def budget_of(args: argparse.Namespace) -> Budget:
     if args.tiny:
-        return Budget(per_source=12, passages_per_domain=6, planted_per_passage=1.0, holdout=0.3)
+        return Budget(
+            per_source=12,
+            passages_per_domain=6,
+            planted_per_passage=1.0,
+            holdout=0.3,
+            indirect_share=args.indirect_share,
+            generated_per_domain=6 if args.generated_per_domain else 0,
+            contrastive=args.contrastive,
+        )
     return Budget(
         per_source=args.per_source,
         passages_per_domain=args.passages_per_domain,
@@ -405,6 +413,10 @@ def budget_of(args: argparse.Namespace) -> Budget:
         holdout=args.holdout,
         caps=dict(args.cap or []),
         repeats=dict(DEFAULT_REPEATS if args.repeat is None else args.repeat),
+        held_passages_per_domain=args.held_passages_per_domain,
+        indirect_share=args.indirect_share,
+        generated_per_domain=args.generated_per_domain,
+        contrastive=args.contrastive,
     )
 
 
@@ -626,7 +638,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Two trained layers, two epochs of 64 with early stopping on the held-out loss: the
     # published model's recipe (docs/benchmarks.md, "Published models"; the recipes measured
     # against each other are there too).
-    parser.add_argument("--frozen-layers", type=int, default=4)
+    parser.add_argument("--frozen-layers", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -651,6 +663,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--passages-per-domain", type=int, default=300)
     parser.add_argument("--planted-per-passage", type=float, default=1.0)
     parser.add_argument("--holdout", type=float, default=0.2)
+    # Issue 28: documents as documents. Instructions addressed to the assistant planted in a
+    # share of the passages (at the start, middle or end), generated e-mail, web, table and
+    # code passages whose imperatives speak to a human reader, the contrastive safety pairs
+    # (contrastive.py), and more held-out passages to calibrate on. Zeros and
+    # --no-contrastive give the 2026.11.26 recipe's data.
+    parser.add_argument("--indirect-share", type=float, default=0.4)
+    parser.add_argument("--generated-per-domain", type=int, default=300)
+    parser.add_argument("--held-passages-per-domain", type=int, default=150)
+    parser.add_argument("--contrastive", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--document-fpr", type=float, default=DOCUMENT_FPR)
     parser.add_argument(
         "--margin", type=float, default=0.0, help="Added to every chosen threshold."
