@@ -9,7 +9,11 @@ on one MiniLM encoder, from the data that ships in the repository.
 
 Recipe (trainers/guardrails/README.md has the figures behind each choice):
 1. examples (trainers/guardrails/guard_data.py): every source split once into a part to
-   train on and a held-out part (by passage for documents);
+   train on and a held-out part (by passage for documents); beside the data sets, rows
+   written for the project: benign requests with alarming words (sensitive_benign.py),
+   contrastive safe/unsafe pairs (contrastive.py), e-mail, web, table and code passages
+   (doc_domains.py) and instructions addressed to the assistant (indirect.py), planted at
+   the start, middle or end of passages;
 2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers exported to ONNX and
    quantized to INT8; their token states for every training text computed once and kept in
    memory (fp16);

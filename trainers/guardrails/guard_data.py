@@ -12,8 +12,12 @@ with one label per head (-1: not labelled for that head, left out of its loss):
 | content_safety | 0 for safe rows | label, category | - |
 | reading_comprehension (COVID-QA train questions and answers, XQuAD questions) | 0 | 0 | - |
 | in-domain questions (--in-domain) | 0 | 0 | - |
-| document windows (documents_mixed, samples/corpus, --benign-docs), with
-  injections_extra train attacks planted in some | - | - | 0 / 1 |
+| document windows (documents_mixed, samples/corpus, --benign-docs, generated e-mail /
+  web / table / code passages), with injections_extra train attacks or instructions
+  addressed to the assistant (indirect.py) planted in some | - | - | 0 / 1 |
+
+content_safety also takes the project's own rows: sensitive_benign.py (safe) and, with
+Budget.contrastive, contrastive.py's pairs (the same alarming word safe and unsafe).
 
 Injections are not labelled for safety (a jailbreak may or may not wrap a harmful request)
 and unsafe requests not for injection, for the same reason.
