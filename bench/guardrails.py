@@ -465,6 +465,54 @@ def run_system(
         }
 
 
+def run_in_process(model: Path, rows: list[dict], docs: list[Any]) -> dict:
+    """The verdicts of the rails on the guard model, from its heads in process, in batches
+    (no service, no latency): a prompt is refused when the injection or the unsafe head is
+    at its threshold, a passage dropped when one of its windows is at the document head's.
+    The rails without a model (limits, deny list, topics) are left out."""
+    from shared.models.guard import GuardModel
+
+    guard = GuardModel(model)
+    inj, uns = guard.head("injection"), guard.head("unsafe")
+    logits = guard.score([r["text"] for r in tqdm(rows, desc="prompts", leave=False)]).logits
+    verdicts = []
+    for x in logits:
+        if x[inj.logit] >= inj.threshold:
+            verdicts.append((True, "ragrail injection", "prompt injection"))
+        elif x[uns.logit] >= uns.threshold:
+            verdicts.append((True, "ragrail content safety", f"category {guard.category(x)}"))
+        else:
+            verdicts.append((False, "", ""))
+    scores = guard.document_scores([d.text for d in docs])
+    chunks = [bool(s >= guard.head("document").threshold) for s in scores]
+    return {"input": verdicts, "chunks": chunks, "latency": {}, "cpu_ms": []}
+
+
+def run_latency(env: dict[str, str], log: Path, texts: list[str], requests: int) -> dict:
+    """Only the timed calls: benign requests through CheckInput, then the retrieval and
+    output checks on 5 chunks."""
+    from trainers.guardrails.guard_eval import GREETINGS
+
+    with service(env, log) as target:
+        client = Client(target)
+        client.run([input_request(f"warm-up question {i}") for i in range(10)], "warm-up")
+        questions = [f"{GREETINGS[i % len(GREETINGS)]} ({i})" for i in range(requests)]
+        questions = [t.split("\n\n")[0][:120] + "?" for t in texts] + questions
+        _, ms_in = client.run([input_request(q) for q in questions[:requests]], "input latency")
+        _, ms_ret = client.run(retrieval_requests(texts, requests), "retrieval latency")
+        _, ms_out = client.run(output_requests(texts, requests), "output latency")
+        return {
+            "input": [],
+            "chunks": [],
+            "latency": {
+                "CheckInput (every input rail; benign requests)": percentiles(ms_in),
+                "CheckRetrieval (5 chunks)": percentiles(ms_ret),
+                "CheckOutput (5 chunks)": percentiles(ms_out),
+            },
+            "cpu_ms": client.cpu_ms,
+        }
+
+
 def published_guard() -> Path | None:
     """The published guard model (what a fresh clone's service loads)."""
     from shared.models import registry
@@ -516,6 +564,18 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=100, help="Timed output/retrieval calls.")
     parser.add_argument("--pii", action="store_true", help="Also PII and YARA rates (slower).")
     parser.add_argument("--json", type=Path, help="Also write every figure here.")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "--in-process",
+        action="store_true",
+        help="Quality only, from the guard heads in process (batched; minutes, not tens of "
+        "minutes on a busy machine): no service, no latency, no baseline.",
+    )
+    how.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="Only the timed calls through the service (--requests of each check).",
+    )
     parser.add_argument(
         "--heads",
         action=argparse.BooleanOptionalAction,
@@ -535,17 +595,31 @@ def main() -> int:
     for name, (_, _, model) in systems.items():
         console.print(f"{name}: {model}")
     console.print(f"{len(rows)} prompts, {len(docs)} passages")
+    if args.in_process:
+        console.print(
+            "[yellow]--in-process: the tables below are the guard heads' verdicts (as "
+            "the rails on the model give them), not the service's[/yellow]"
+        )
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-guardrails-") as tmp:
         root = Path(tmp)
-        for name, (env, flows, _) in systems.items():
+        for name, (env, flows, model) in systems.items():
             env = {
                 **env,
                 "RAGRAIL_GUARDRAILS_ENGINE": args.engine,
                 "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(system_config(root, name, flows)),
             }
+            log = root / f"{name}.log"
+            if args.in_process:
+                if flows is None:
+                    console.print(f"[bold]{name}[/bold]: the guard heads in process")
+                    results[name] = run_in_process(model, rows, docs)
+                continue
             console.print(f"[bold]{name}[/bold]: through the service")
-            results[name] = run_system(env, root / f"{name}.log", rows, docs, texts, args.requests)
+            if args.latency_only:
+                results[name] = run_latency(env, log, texts, args.requests)
+            else:
+                results[name] = run_system(env, log, rows, docs, texts, args.requests)
         if args.pii:
             model = next(m for _, flows, m in systems.values() if flows is None)
             pii_rows = json.loads((args.data / "pii" / "synth_dataset_v2.json").read_text())
@@ -561,6 +635,12 @@ def main() -> int:
                 pii = pii_scores(pii_rows, replies)
 
     figures: dict[str, Any] = {"systems": {n: str(m) for n, (_, _, m) in systems.items()}}
+    if args.latency_only:
+        table, figures["latency"] = tables.latency(results, os.getloadavg()[0], os.cpu_count())
+        console.print(table)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+        return 0
     for key, (table, data) in (
         ("per_source", tables.per_source(rows, results)),
         ("done_when", tables.done_when(rows, results)),
@@ -586,8 +666,9 @@ def main() -> int:
         for line in head_summary(figures["heads"][name]):
             console.print("  " + line)
 
-    table, figures["latency"] = tables.latency(results, os.getloadavg()[0], os.cpu_count())
-    console.print(table)
+    if not args.in_process:
+        table, figures["latency"] = tables.latency(results, os.getloadavg()[0], os.cpu_count())
+        console.print(table)
     figures["cpu_ms"] = {name: res["cpu_ms"] for name, res in results.items()}
 
     if args.pii:
