@@ -465,14 +465,14 @@ def run_system(
         }
 
 
-def run_in_process(model: Path, rows: list[dict], docs: list[Any]) -> dict:
+def run_in_process(model: Path, rows: list[dict], docs: list[Any], threads: int = 0) -> dict:
     """The verdicts of the rails on the guard model, from its heads in process, in batches
     (no service, no latency): a prompt is refused when the injection or the unsafe head is
     at its threshold, a passage dropped when one of its windows is at the document head's.
     The rails without a model (limits, deny list, topics) are left out."""
     from shared.models.guard import GuardModel
 
-    guard = GuardModel(model)
+    guard = GuardModel(model, threads=threads)
     inj, uns = guard.head("injection"), guard.head("unsafe")
     logits = guard.score([r["text"] for r in tqdm(rows, desc="prompts", leave=False)]).logits
     verdicts = []
@@ -564,6 +564,13 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=100, help="Timed output/retrieval calls.")
     parser.add_argument("--pii", action="store_true", help="Also PII and YARA rates (slower).")
     parser.add_argument("--json", type=Path, help="Also write every figure here.")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="Threads of the in-process guard model (0: every core; 1 on a shared, busy "
+        "machine, where two threads wait on each other: several times faster there).",
+    )
     how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--in-process",
@@ -613,7 +620,7 @@ def main() -> int:
             if args.in_process:
                 if flows is None:
                     console.print(f"[bold]{name}[/bold]: the guard heads in process")
-                    results[name] = run_in_process(model, rows, docs)
+                    results[name] = run_in_process(model, rows, docs, args.threads)
                 continue
             console.print(f"[bold]{name}[/bold]: through the service")
             if args.latency_only:
@@ -662,7 +669,7 @@ def main() -> int:
         if flows is not None or not args.heads:
             continue
         console.print(f"[bold]Each guard head alone, {name} (in process, same files)[/bold]")
-        figures["heads"][name] = evaluate(GuardModel(model), args.data, 13)
+        figures["heads"][name] = evaluate(GuardModel(model, threads=args.threads), args.data, 13)
         for line in head_summary(figures["heads"][name]):
             console.print("  " + line)
 

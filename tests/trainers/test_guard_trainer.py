@@ -142,6 +142,9 @@ TINY = [
     "6",
     "--held-passages-per-domain",
     "4",
+    "--indirect-share",
+    "0.4",
+    "--contrastive",
 ]
 
 

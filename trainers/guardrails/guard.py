@@ -670,12 +670,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Issue 28: documents as documents. Instructions addressed to the assistant planted in a
     # share of the passages (at the start, middle or end), generated e-mail, web, table and
     # code passages whose imperatives speak to a human reader, the contrastive safety pairs
-    # (contrastive.py), and more held-out passages to calibrate on. Zeros and
-    # --no-contrastive give the 2026.11.26 recipe's data.
-    parser.add_argument("--indirect-share", type=float, default=0.4)
-    parser.add_argument("--generated-per-domain", type=int, default=300)
-    parser.add_argument("--held-passages-per-domain", type=int, default=150)
-    parser.add_argument("--contrastive", action=argparse.BooleanOptionalAction, default=True)
+    # (contrastive.py), and more held-out passages to calibrate on. Off by default: the
+    # defaults stay the published recipe's (2026.11.26), which bench/retrain.py reproduces;
+    # the issue-28 run (docs/benchmarks.md, "Guardrails round two") passed --indirect-share
+    # 0.4 --generated-per-domain 300 --held-passages-per-domain 150 --contrastive.
+    parser.add_argument("--indirect-share", type=float, default=0.0)
+    parser.add_argument("--generated-per-domain", type=int, default=0)
+    parser.add_argument("--held-passages-per-domain", type=int, default=0)
+    parser.add_argument("--contrastive", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--document-fpr", type=float, default=DOCUMENT_FPR)
     parser.add_argument(
         "--margin", type=float, default=0.0, help="Added to every chosen threshold."
