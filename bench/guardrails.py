@@ -1,30 +1,32 @@
 """Guardrails benchmark through the running service, on ../shared/data's test splits.
 
-    python bench/guardrails.py                 # newest guard model vs the v3 baseline
-    python bench/guardrails.py --model DIR --baseline DIR --requests 100 --pii
+    python bench/guardrails.py                      # newest guard model vs the published one
+    python bench/guardrails.py --model DIR --against DIR --json out.json
+    python bench/guardrails.py --with-baseline --pii   # also the v3 baseline, PII and YARA
 
-It starts the guardrails service (as `ragrail up` would, on free ports) twice, each on the
-packaged rail configuration of its model:
+It starts the guardrails service (as `ragrail up` would, on free ports) once per system,
+each on the packaged rail configuration of its model:
 
-* **guard**: the guard model (`python -m trainers.guardrails --all`): injection and content
-  safety on input, the document-injection rail on retrieval, content safety and grounding
-  on output;
-* **baseline**: today's v3 recipe, the single-head injection classifier (`python -m
+* **current**: the published guard model (or --against), and **new**: --model (default the
+  newest trained under models/guardrails/), measured in the same run on the same rows;
+* **baseline** (with --baseline DIR or --with-baseline): the v3 single-head injection
+  classifier with the rails it had (injection on input, chunk injection on retrieval);
+  trained first when --with-baseline finds none under models/ (`python -m
   trainers.guardrails.baseline --data ../shared/data/prompt_injections --in-domain
-  ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl`) with the rails
-  it had (injection on input, chunk injection on retrieval); trained first when
-  --baseline names no directory and none is under models/.
+  ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl`, ~10 min).
 
-and prints, for both and their ratio (guard / baseline):
+and prints for every system, side by side (bench/guardrails_tables.py):
   * every test row of prompt_injections, injections_extra, benign_instructions and
-    content_safety through CheckInput with every input rail on, per source: share blocked
-    (TPR for attacks, FPR for benign rows) and which rail blocked;
-  * content safety per hazard category: recall, and whether the refusal named the category;
+    content_safety through CheckInput with every input rail on, **per source: the benign rows
+    refused (over-refusal) next to the attacks caught**, so neither can improve unseen;
+  * the done-when figures (safe prompts with alarming words refused, unsafe recall, ...);
+  * content safety per hazard category: caught, and whether the refusal named the category;
   * the sounds-dangerous-but-safe requests and greetings, one by one;
-  * documents: benign test passages per domain (documents_mixed test, SciFact abstracts
-    1,000-1,199) and the same with an injections_extra *test* attack planted in a held-out
-    disguise variant, through CheckRetrieval (5 chunks a call): dropped / caught per domain;
-  * each guard head alone, in process (same files): TPR/FPR of every rail on its own;
+  * documents through CheckRetrieval (5 chunks a call): benign test passages dropped and the
+    same with a *test* attack planted caught, per domain (documents_mixed test, SciFact
+    abstracts 1,000-1,199, and generated e-mail, web, table and code passages with attacks at
+    the start, middle or end), per position, kind of attack and disguise;
+  * each guard head alone, in process (same files, trainers/guardrails/guard_eval.py);
   * p50/p95 latency through gRPC of CheckInput (every input rail), CheckRetrieval (5
     chunks) and CheckOutput (content safety and groundedness on 5 chunks);
   * with --pii: PII recall/precision (presidio-research set) and the YARA rule sets'
@@ -47,6 +49,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -56,6 +59,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
+from bench import guardrails_tables as tables
 from bench.common import REPO, SHARED_DATA, percentiles
 from shared.clients import grpc_serving
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
@@ -350,7 +354,6 @@ BASELINE_FLOWS = {
     "retrieval": ["ragrail chunk injection", "ragrail chunk pii"],
     "output": ["injection detection", "ragrail grounding", "ragrail mask pii on output"],
 }
-CATEGORY = re.compile(r"category (\w+)")
 PROMPT_SETS = ("prompt_injections", "injections_extra", "benign_instructions", "content_safety")
 
 
@@ -436,7 +439,7 @@ def run_system(
     env: dict[str, str],
     log: Path,
     rows: list[dict],
-    docs: list[tuple],
+    docs: list[Any],
     texts: list[str],
     requests: int,
 ) -> dict:
@@ -446,7 +449,7 @@ def run_system(
         client = Client(target)
         client.run([input_request(f"warm-up question {i}") for i in range(10)], "warm-up")
         replies, ms_in = client.run([input_request(r["text"]) for r in rows], "input rails")
-        chunk_replies, _ = client.run(retrieval_calls([d[1] for d in docs]), "documents")
+        chunk_replies, _ = client.run(retrieval_calls([d.text for d in docs]), "documents")
         _, ms_ret = client.run(retrieval_requests(texts, requests), "retrieval latency")
         _, ms_out = client.run(output_requests(texts, requests), "output latency")
         benign = [m for m, r in zip(ms_in, rows, strict=True) if r["set"] == "benign_instructions"]
@@ -462,55 +465,170 @@ def run_system(
         }
 
 
-def share(flags: list[bool]) -> tuple[float, int, int]:
-    return (sum(flags) / len(flags) if flags else float("nan"), sum(flags), len(flags))
+def run_in_process(model: Path, rows: list[dict], docs: list[Any], threads: int = 0) -> dict:
+    """The verdicts of the rails on the guard model, from its heads in process, in batches
+    (no service, no latency): a prompt is refused when the injection or the unsafe head is
+    at its threshold, a passage dropped when one of its windows is at the document head's.
+    The rails without a model (limits, deny list, topics) are left out."""
+    from shared.models.guard import GuardModel
+
+    guard = GuardModel(model, threads=threads)
+    inj, uns = guard.head("injection"), guard.head("unsafe")
+    logits = guard.score([r["text"] for r in tqdm(rows, desc="prompts", leave=False)]).logits
+    verdicts = []
+    for x in logits:
+        if x[inj.logit] >= inj.threshold:
+            verdicts.append((True, "ragrail injection", "prompt injection"))
+        elif x[uns.logit] >= uns.threshold:
+            verdicts.append((True, "ragrail content safety", f"category {guard.category(x)}"))
+        else:
+            verdicts.append((False, "", ""))
+    scores = guard.document_scores([d.text for d in docs])
+    chunks = [bool(s >= guard.head("document").threshold) for s in scores]
+    return {"input": verdicts, "chunks": chunks, "latency": {}, "cpu_ms": []}
 
 
-def fmt(r: tuple[float, int, int]) -> str:
-    return f"{r[0]:.3f} ({r[1]}/{r[2]})"
+def run_latency(env: dict[str, str], log: Path, texts: list[str], requests: int) -> dict:
+    """Only the timed calls: benign requests through CheckInput, then the retrieval and
+    output checks on 5 chunks."""
+    from trainers.guardrails.guard_eval import GREETINGS
+
+    with service(env, log) as target:
+        client = Client(target)
+        client.run([input_request(f"warm-up question {i}") for i in range(10)], "warm-up")
+        questions = [f"{GREETINGS[i % len(GREETINGS)]} ({i})" for i in range(requests)]
+        questions = [t.split("\n\n")[0][:120] + "?" for t in texts] + questions
+        _, ms_in = client.run([input_request(q) for q in questions[:requests]], "input latency")
+        _, ms_ret = client.run(retrieval_requests(texts, requests), "retrieval latency")
+        _, ms_out = client.run(output_requests(texts, requests), "output latency")
+        return {
+            "input": [],
+            "chunks": [],
+            "latency": {
+                "CheckInput (every input rail; benign requests)": percentiles(ms_in),
+                "CheckRetrieval (5 chunks)": percentiles(ms_ret),
+                "CheckOutput (5 chunks)": percentiles(ms_out),
+            },
+            "cpu_ms": client.cpu_ms,
+        }
 
 
-def ratio(a: tuple[float, int, int], b: tuple[float, int, int]) -> str:
-    return f"{a[0] / b[0]:.2f}x" if b[0] else ("-" if not a[0] else "new")
+def published_guard() -> Path | None:
+    """The published guard model (what a fresh clone's service loads)."""
+    from shared.models import registry
+    from shared.models.guard import newest_guard_model
+
+    published = registry.published_root()
+    return newest_guard_model(str(published / "guardrails")) if published else None
+
+
+def systems_of(args: argparse.Namespace) -> dict[str, tuple[dict[str, str], dict | None, Path]]:
+    """name -> (service environment, rail flows or None for the packaged ones, model dir)."""
+    out: dict[str, tuple[dict[str, str], dict | None, Path]] = {}
+    current = args.against or published_guard()
+    model = args.model or newest_guard()
+    if current is not None and current.resolve() != (model or current).resolve():
+        out["current"] = ({"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(current)}, None, current)
+    if model is not None:
+        out["new" if out else "guard"] = (
+            {"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(model)},
+            None,
+            model,
+        )
+    if args.baseline or args.with_baseline:
+        baseline = baseline_model(args.baseline, args.data)
+        out["baseline"] = (
+            {"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(baseline)},
+            BASELINE_FLOWS,
+            baseline,
+        )
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="Guard model dir (default: newest).")
-    parser.add_argument("--baseline", type=Path, help="v3 classifier dir (default: newest).")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="Guard model measured beside --model in the same run (default: the published one).",
+    )
+    parser.add_argument("--baseline", type=Path, help="v3 classifier dir (adds the baseline).")
+    parser.add_argument(
+        "--with-baseline",
+        action="store_true",
+        help="Add the v3 baseline (the newest under models/, else trained now, ~10 min).",
+    )
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--engine", default="nemo", choices=("nemo", "direct"))
     parser.add_argument("--requests", type=int, default=100, help="Timed output/retrieval calls.")
     parser.add_argument("--pii", action="store_true", help="Also PII and YARA rates (slower).")
+    parser.add_argument("--json", type=Path, help="Also write every figure here.")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="Threads of the in-process guard model (0: every core; 1 on a shared, busy "
+        "machine, where two threads wait on each other: several times faster there).",
+    )
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "--in-process",
+        action="store_true",
+        help="Quality only, from the guard heads in process (batched; minutes, not tens of "
+        "minutes on a busy machine): no service, no latency, no baseline.",
+    )
+    how.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="Only the timed calls through the service (--requests of each check).",
+    )
+    parser.add_argument(
+        "--heads",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Also measure each guard head alone, in process (guard_eval; a few minutes).",
+    )
     args = parser.parse_args()
-    model = args.model or newest_guard()
-    if model is None:
+    systems = systems_of(args)
+    if not any(model for _, flows, model in systems.values() if flows is None):
         console.print("[red]no guard model: run `python -m trainers.guardrails --all` first[/red]")
         return 1
-    baseline = baseline_model(args.baseline, args.data)
     from trainers.guardrails.guard_eval import planted_test_passages
 
     rows = prompt_rows(args.data)
     docs = planted_test_passages(args.data, seed=13)
     texts = passages(50)
-    console.print(
-        f"guard model {model}; baseline {baseline}; {len(rows)} prompts, {len(docs)} passages"
-    )
+    for name, (_, _, model) in systems.items():
+        console.print(f"{name}: {model}")
+    console.print(f"{len(rows)} prompts, {len(docs)} passages")
+    if args.in_process:
+        console.print(
+            "[yellow]--in-process: the tables below are the guard heads' verdicts (as "
+            "the rails on the model give them), not the service's[/yellow]"
+        )
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="ragrail-bench-guardrails-") as tmp:
         root = Path(tmp)
-        systems = {
-            "guard": ({"RAGRAIL_GUARDRAILS_GUARD_MODEL": str(model)}, None),
-            "baseline": ({"RAGRAIL_GUARDRAILS_INJECTION_MODEL": str(baseline)}, BASELINE_FLOWS),
-        }
-        for name, (env, flows) in systems.items():
+        for name, (env, flows, model) in systems.items():
             env = {
                 **env,
                 "RAGRAIL_GUARDRAILS_ENGINE": args.engine,
                 "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(system_config(root, name, flows)),
             }
-            results[name] = run_system(env, root / f"{name}.log", rows, docs, texts, args.requests)
+            log = root / f"{name}.log"
+            if args.in_process:
+                if flows is None:
+                    console.print(f"[bold]{name}[/bold]: the guard heads in process")
+                    results[name] = run_in_process(model, rows, docs, args.threads)
+                continue
+            console.print(f"[bold]{name}[/bold]: through the service")
+            if args.latency_only:
+                results[name] = run_latency(env, log, texts, args.requests)
+            else:
+                results[name] = run_system(env, log, rows, docs, texts, args.requests)
         if args.pii:
+            model = next(m for _, flows, m in systems.values() if flows is None)
             pii_rows = json.loads((args.data / "pii" / "synth_dataset_v2.json").read_text())
             only = config_dir(root, "pii", ["ragrail mask pii on input"])
             env = {
@@ -522,122 +640,43 @@ def main() -> int:
                     [input_request(r["full_text"]) for r in pii_rows], "PII"
                 )
                 pii = pii_scores(pii_rows, replies)
-    g, b = results["guard"], results["baseline"]
 
-    # Per source, every input rail together.
-    table = Table(
-        title=f"Input rails together (CheckInput), per test source: share blocked "
-        f"(TPR for attacks, FPR for benign rows); engine {args.engine}"
-    )
-    for col in ("set", "source", "label", "guard", "baseline", "ratio", "guard: blocked by"):
-        table.add_column(col, justify="right" if col in ("guard", "baseline", "ratio") else "left")
-    groups: dict[tuple[str, str, int], list[int]] = {}
-    for i, r in enumerate(rows):
-        groups.setdefault((r["set"], str(r.get("source", "")), int(r["label"])), []).append(i)
-    summary: dict[str, list[int]] = {}
-    for (set_name, source, label), idx in sorted(groups.items()):
-        gs, bs = share([g["input"][i][0] for i in idx]), share([b["input"][i][0] for i in idx])
-        rails: dict[str, int] = {}
-        for i in idx:
-            if g["input"][i][0]:
-                rails[g["input"][i][1]] = rails.get(g["input"][i][1], 0) + 1
-        by = ", ".join(f"{k} {v}" for k, v in sorted(rails.items()))
-        table.add_row(
-            set_name, source, "attack" if label else "benign", fmt(gs), fmt(bs), ratio(gs, bs), by
-        )
-        summary.setdefault(f"{set_name}|{label}", []).extend(idx)
-        if "chitchat" in source:
-            summary.setdefault("chitchat|0", []).extend(idx)
-    console.print(table)
-
-    table = Table(title="Done-when figures (test splits, every input rail together)")
-    for col in ("figure", "target", "guard", "baseline", "ratio"):
-        table.add_column(col, justify="left" if col in ("figure", "target") else "right")
-    for label, key, target in (
-        ("deepset injections blocked (TPR)", "prompt_injections|1", ">= 0.95"),
-        ("deepset benign blocked (FPR)", "prompt_injections|0", ""),
-        ("injections_extra attacks blocked (TPR)", "injections_extra|1", ">= 0.90"),
-        ("injections_extra benign blocked (FPR)", "injections_extra|0", ""),
-        ("benign_instructions blocked", "benign_instructions|0", "<= 0.01"),
-        ("greetings / chit-chat blocked", "chitchat|0", "0"),
-        ("content_safety unsafe blocked (recall)", "content_safety|1", ">= 0.90"),
-        ("content_safety safe blocked", "content_safety|0", ""),
-        ("SciFact test claims blocked", "in_domain|0", ""),
+    figures: dict[str, Any] = {"systems": {n: str(m) for n, (_, _, m) in systems.items()}}
+    if args.latency_only:
+        table, figures["latency"] = tables.latency(results, os.getloadavg()[0], os.cpu_count())
+        console.print(table)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+        return 0
+    for key, (table, data) in (
+        ("per_source", tables.per_source(rows, results)),
+        ("done_when", tables.done_when(rows, results)),
+        ("categories", tables.categories(rows, results)),
     ):
-        idx = summary.get(key, [])
-        gs, bs = share([g["input"][i][0] for i in idx]), share([b["input"][i][0] for i in idx])
-        table.add_row(label, target, fmt(gs), fmt(bs), ratio(gs, bs))
+        console.print(table)
+        figures[key] = data
+    console.print(tables.probes(rows, results))
+    table, figures["documents"] = tables.documents(docs, results)
     console.print(table)
 
-    # Content safety per category: recall and whether the refusal named the category.
-    table = Table(title="Content safety per hazard category (content_safety test, unsafe rows)")
-    for col in ("category", "rows", "guard blocked", "named the category", "baseline blocked"):
-        table.add_column(col, justify="left" if col == "category" else "right")
-    cats: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        if r["set"] == "content_safety" and r["label"]:
-            cats.setdefault(r["category"], []).append(i)
-    for cat, idx in sorted(cats.items()):
-        named = [bool(m := CATEGORY.search(g["input"][i][2])) and m.group(1) == cat for i in idx]
-        table.add_row(
-            cat,
-            str(len(idx)),
-            fmt(share([g["input"][i][0] for i in idx])),
-            fmt(share(named)),
-            fmt(share([b["input"][i][0] for i in idx])),
-        )
-    console.print(table)
-
-    table = Table(title="Requests that only sound dangerous, and greetings (must pass)")
-    for col in ("text", "guard", "baseline"):
-        table.add_column(col)
-    for i, r in enumerate(rows):
-        if r["set"] == "probes":
-            verdict = lambda s: f"BLOCKED by {s[1]}" if s[0] else "passed"  # noqa: E731
-            table.add_row(r["text"], verdict(g["input"][i]), verdict(b["input"][i]))
-    console.print(table)
-
-    table = Table(
-        title="Retrieval rails on documents (CheckRetrieval, 5 chunks a call): benign "
-        "passages dropped, planted instructions caught, per domain"
-    )
-    for col in ("domain", "kind", "guard", "baseline", "ratio"):
-        table.add_column(col, justify="left" if col in ("domain", "kind") else "right")
-    for domain in sorted({d[0] for d in docs}):
-        for planted, kind in ((0, "benign dropped"), (1, "planted caught")):
-            idx = [i for i, d in enumerate(docs) if d[0] == domain and d[3] == planted]
-            if idx:
-                gs = share([g["chunks"][i] for i in idx])
-                bs = share([b["chunks"][i] for i in idx])
-                table.add_row(domain, kind, fmt(gs), fmt(bs), ratio(gs, bs))
-    for disguise in sorted({d[2] for d in docs if d[3]}):
-        idx = [i for i, d in enumerate(docs) if d[3] and d[2] == disguise]
-        gs, bs = share([g["chunks"][i] for i in idx]), share([b["chunks"][i] for i in idx])
-        table.add_row("(all)", f"planted, {disguise}", fmt(gs), fmt(bs), ratio(gs, bs))
-    console.print(table)
-
-    # Each head alone, in process, on the same files the service loaded.
+    # Each head alone, in process, on the same files the services loaded.
     from shared.models.guard import GuardModel
     from trainers.guardrails.guard_eval import evaluate
     from trainers.guardrails.guard_eval import summary as head_summary
 
-    console.print("[bold]Each guard head alone (in process, same model files)[/bold]")
-    for line in head_summary(evaluate(GuardModel(model), args.data, 13)):
-        console.print("  " + line)
+    figures["heads"] = {}
+    for name, (_, flows, model) in systems.items():
+        if flows is not None or not args.heads:
+            continue
+        console.print(f"[bold]Each guard head alone, {name} (in process, same files)[/bold]")
+        figures["heads"][name] = evaluate(GuardModel(model, threads=args.threads), args.data, 13)
+        for line in head_summary(figures["heads"][name]):
+            console.print("  " + line)
 
-    load = os.getloadavg()[0]
-    table = Table(
-        title=f"Latency through gRPC, sequential calls (ms; load average {load:.1f} "
-        f"on {os.cpu_count()} CPUs at the end)"
-    )
-    for col in ("check", "guard p50", "guard p95", "baseline p50", "baseline p95", "p50 ratio"):
-        table.add_column(col, justify="left" if col == "check" else "right")
-    for check, (p50, p95) in g["latency"].items():
-        b50, b95 = b["latency"][check]
-        table.add_row(
-            check, f"{p50:.1f}", f"{p95:.1f}", f"{b50:.1f}", f"{b95:.1f}", f"{p50 / b50:.2f}x"
-        )
-    console.print(table)
+    if not args.in_process:
+        table, figures["latency"] = tables.latency(results, os.getloadavg()[0], os.cpu_count())
+        console.print(table)
+    figures["cpu_ms"] = {name: res["cpu_ms"] for name, res in results.items()}
 
     if args.pii:
         table = Table(title=f"PII, presidio-research synthetic set ({len(pii_rows)} texts)")
@@ -662,6 +701,8 @@ def main() -> int:
         for name, rates in yara_rates(benign).items():
             table.add_row(name, *(f"{rates[s]:.3f}" for s in benign))
         console.print(table)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -6,6 +6,8 @@ for a role that has no model under models/ (shared/models/registry.py).
 
     python -m trainers.guardrails --all --seed 0 --out models/guardrails/guard-minilm/2026.11.26
     python -m trainers.publish models/guardrails/guard-minilm/2026.11.26   # copy, record
+    python -m trainers.publish --replace models/guardrails/guard-minilm/2026.11.27  # and drop
+                                                # the earlier versions of guard-minilm
     python -m trainers.publish --check          # every published file is what was recorded
 
 The trainers stay the source: a published directory is a trainer's output less the files no
@@ -124,6 +126,25 @@ def publish(model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT)
     return entry
 
 
+def drop_other_versions(
+    entry: dict[str, Any], record: Path = RECORD, root: Path = PUBLISHED_ROOT
+) -> list[str]:
+    """Removes every other version of the model `entry` publishes (the directories and their
+    record entries): one version of a model ships, so the repository does not grow with
+    each. Returns the references dropped."""
+    rel = Path(entry["path"]).relative_to(root.name)
+    published = read_record(record)
+    dropped = []
+    for ref in sorted(published["models"]):
+        other = Path(ref)
+        if other.parent == rel.parent and other != rel:
+            shutil.rmtree(root / other, ignore_errors=True)
+            del published["models"][ref]
+            dropped.append(ref)
+    record.write_text(json.dumps(published, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return dropped
+
+
 def check(record: Path = RECORD, root: Path = PUBLISHED_ROOT) -> list[str]:
     """What differs between the published directories and the record ([] when all match)."""
     problems = []
@@ -148,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainers.publish", description=__doc__)
     parser.add_argument("model_dirs", nargs="*", type=Path, help="Trainer outputs to publish.")
     parser.add_argument("--check", action="store_true", help="Verify, write nothing.")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="Drop the other published versions of each model (its directory and record).",
+    )
     args = parser.parse_args(argv)
     if args.check or not args.model_dirs:
         problems = check()
@@ -160,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         entry = publish(model_dir)
         total = sum(f["bytes"] for f in entry["files"].values())
         print(f"published {entry['path']}: {len(entry['files'])} files, {total / 1e6:.1f} MB")
+        if args.replace:
+            for ref in drop_other_versions(entry):
+                print(f"dropped published/{ref}")
     return 0
 
 

@@ -62,6 +62,25 @@ def test_a_changed_file_is_caught(tmp_path: Path) -> None:
     assert any("stray.bin is not in the record" in p for p in problems), problems
 
 
+def test_replace_drops_the_other_versions_of_the_same_model(tmp_path: Path) -> None:
+    root = tmp_path / "published"
+    ref, _ = published("reader")
+    source = publish.PUBLISHED_ROOT / ref
+    old = tmp_path / "trained" / "reader-x" / "v1"
+    new = tmp_path / "trained" / "reader-x" / "v2"
+    for target in (old, new):
+        publish.shutil.copytree(source, target)
+    kept = publish.publish(source, root / "manifest.json", root)  # another model: kept
+    publish.publish(old, root / "manifest.json", root)
+    entry = publish.publish(new, root / "manifest.json", root)
+    dropped = publish.drop_other_versions(entry, root / "manifest.json", root)
+    assert dropped == ["reader/reader-x/v1"]
+    assert not (root / "reader" / "reader-x" / "v1").exists()
+    models = publish.read_record(root / "manifest.json")["models"]
+    assert set(models) == {"reader/reader-x/v2", kept["path"].removeprefix("published/")}
+    assert publish.check(root / "manifest.json", root) == []
+
+
 def test_services_fall_back_on_the_published_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

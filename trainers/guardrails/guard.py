@@ -9,7 +9,11 @@ on one MiniLM encoder, from the data that ships in the repository.
 
 Recipe (trainers/guardrails/README.md has the figures behind each choice):
 1. examples (trainers/guardrails/guard_data.py): every source split once into a part to
-   train on and a held-out part (by passage for documents);
+   train on and a held-out part (by passage for documents); beside the data sets, rows
+   written for the project: benign requests with alarming words (sensitive_benign.py),
+   contrastive safe/unsafe pairs (contrastive.py), e-mail, web, table and code passages
+   (doc_domains.py) and instructions addressed to the assistant (indirect.py), planted at
+   the start, middle or end of passages;
 2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers exported to ONNX and
    quantized to INT8; their token states for every training text computed once and kept in
    memory (fp16);
@@ -397,7 +401,15 @@ def default_out(args: argparse.Namespace) -> Path:
 
 def budget_of(args: argparse.Namespace) -> Budget:
     if args.tiny:
-        return Budget(per_source=12, passages_per_domain=6, planted_per_passage=1.0, holdout=0.3)
+        return Budget(
+            per_source=12,
+            passages_per_domain=6,
+            planted_per_passage=1.0,
+            holdout=0.3,
+            indirect_share=args.indirect_share,
+            generated_per_domain=6 if args.generated_per_domain else 0,
+            contrastive=args.contrastive,
+        )
     return Budget(
         per_source=args.per_source,
         passages_per_domain=args.passages_per_domain,
@@ -405,6 +417,10 @@ def budget_of(args: argparse.Namespace) -> Budget:
         holdout=args.holdout,
         caps=dict(args.cap or []),
         repeats=dict(DEFAULT_REPEATS if args.repeat is None else args.repeat),
+        held_passages_per_domain=args.held_passages_per_domain,
+        indirect_share=args.indirect_share,
+        generated_per_domain=args.generated_per_domain,
+        contrastive=args.contrastive,
     )
 
 
@@ -651,6 +667,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--passages-per-domain", type=int, default=300)
     parser.add_argument("--planted-per-passage", type=float, default=1.0)
     parser.add_argument("--holdout", type=float, default=0.2)
+    # Issue 28: documents as documents. Instructions addressed to the assistant planted in a
+    # share of the passages (at the start, middle or end), generated e-mail, web, table and
+    # code passages whose imperatives speak to a human reader, the contrastive safety pairs
+    # (contrastive.py), and more held-out passages to calibrate on. Off by default: the
+    # defaults stay the published recipe's (2026.11.26), which bench/retrain.py reproduces;
+    # the issue-28 run (docs/benchmarks.md, "Guardrails round two") passed --indirect-share
+    # 0.4 --generated-per-domain 300 --held-passages-per-domain 150 --contrastive.
+    parser.add_argument("--indirect-share", type=float, default=0.0)
+    parser.add_argument("--generated-per-domain", type=int, default=0)
+    parser.add_argument("--held-passages-per-domain", type=int, default=0)
+    parser.add_argument("--contrastive", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--document-fpr", type=float, default=DOCUMENT_FPR)
     parser.add_argument(
         "--margin", type=float, default=0.0, help="Added to every chosen threshold."

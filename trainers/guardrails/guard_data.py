@@ -12,8 +12,12 @@ with one label per head (-1: not labelled for that head, left out of its loss):
 | content_safety | 0 for safe rows | label, category | - |
 | reading_comprehension (COVID-QA train questions and answers, XQuAD questions) | 0 | 0 | - |
 | in-domain questions (--in-domain) | 0 | 0 | - |
-| document windows (documents_mixed, samples/corpus, --benign-docs), with
-  injections_extra train attacks planted in some | - | - | 0 / 1 |
+| document windows (documents_mixed, samples/corpus, --benign-docs, generated e-mail /
+  web / table / code passages), with injections_extra train attacks or instructions
+  addressed to the assistant (indirect.py) planted in some | - | - | 0 / 1 |
+
+content_safety also takes the project's own rows: sensitive_benign.py (safe) and, with
+Budget.contrastive, contrastive.py's pairs (the same alarming word safe and unsafe).
 
 Injections are not labelled for safety (a jailbreak may or may not wrap a harmful request)
 and unsafe requests not for injection, for the same reason.
@@ -33,8 +37,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainers.guardrails import sensitive_benign
-from trainers.guardrails.planting import MARK, insert, label_windows
+from trainers.guardrails import contrastive, doc_domains, indirect, sensitive_benign
+from trainers.guardrails.planting import MARK, POSITIONS, insert, label_windows
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = Path(__file__).resolve().parent / "training_data"
@@ -179,6 +183,15 @@ class Budget:
     holdout: float = 0.2
     caps: dict[str, int] = field(default_factory=dict)  # most rows trained on, per source
     repeats: dict[str, int] = field(default_factory=dict)  # times a source's rows are trained on
+    # Most held-out passages per document domain, beyond `passages_per_domain`: they cost a
+    # forward pass, and the 1 % target on 60 passages was the worst one of them.
+    held_passages_per_domain: int = 0
+    # Share of planted attacks that are instructions addressed to the assistant
+    # (trainers/guardrails/indirect.py) rather than public direct attacks; and the generated
+    # e-mail, web, table and code passages per domain (doc_domains.py). 0: none (old recipe).
+    indirect_share: float = 0.0
+    generated_per_domain: int = 0
+    contrastive: bool = False  # the safe/unsafe pairs of contrastive.py in content_safety
 
 
 def build(
@@ -200,7 +213,9 @@ def build(
         if path is None:
             continue
         by_source: dict[str, list[Example]] = defaultdict(list)
-        own = sensitive_benign.rows() if set_name == "content_safety" else []
+        own = []
+        if set_name == "content_safety":
+            own = sensitive_benign.rows() + (contrastive.rows() if budget.contrastive else [])
         for row in [*read_jsonl(path), *own]:
             example = prompt_example(set_name, row)
             by_source[example.source].append(example)
@@ -242,12 +257,21 @@ def build(
     passages["samples"] = sample_passages()
     if benign_docs is not None:
         passages["scifact"] = beir_passages(benign_docs, benign_docs_max, rng)
+    if budget.generated_per_domain:
+        for name in doc_domains.DOMAINS:
+            passages[name] = doc_domains.passages(name, budget.generated_per_domain, seed)
+    directed = indirect.attacks("train")
     if not attacks:
         raise SystemExit(f"{root}: no injections_extra attacks to plant in documents")
     number = 0
     for domain in sorted(passages):
-        items = cap(passages[domain], budget.passages_per_domain, rng)
-        fit, held = stratified_holdout(items, budget.holdout, rng)
+        if budget.held_passages_per_domain:
+            fit, held = stratified_holdout(passages[domain], budget.holdout, rng)
+            fit = cap(fit, round(budget.passages_per_domain * (1 - budget.holdout)), rng)
+            held = cap(held, budget.held_passages_per_domain, rng)
+        else:
+            items = cap(passages[domain], budget.passages_per_domain, rng)
+            fit, held = stratified_holdout(items, budget.holdout, rng)
         for part, target in ((fit, data.fit), (held, data.held)):
             for text in part:
                 number += 1
@@ -268,7 +292,12 @@ def build(
                 copies = int(budget.planted_per_passage)
                 copies += rng.random() < budget.planted_per_passage - copies
                 for _ in range(copies):
-                    planted = insert(text, rng.choice(attacks), rng)
+                    if budget.indirect_share:
+                        pool = directed if rng.random() < budget.indirect_share else attacks
+                        where = rng.choice((*POSITIONS, None))
+                        planted = insert(text, rng.choice(pool), rng, where=where)
+                    else:
+                        planted = insert(text, rng.choice(attacks), rng)
                     if target is data.held:
                         data.held_passages.append((domain, planted.text, 1))
                         continue

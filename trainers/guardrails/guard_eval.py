@@ -12,7 +12,11 @@ figures the same way. Nothing here chooses anything: thresholds come from guard.
 * sounding dangerous (SOUNDS_DANGEROUS): safe requests with alarming words, must pass;
 * documents: benign test passages dropped per domain (documents_mixed test, SciFact
   abstracts 1,000-1,199 when present), and the same passages with an injections_extra
-  *test* attack planted in a held-out disguise variant, caught per domain and disguise.
+  *test* attack planted in a held-out disguise variant, caught per domain and disguise;
+  then generated e-mail, web, table and code passages from the test halves of
+  trainers/guardrails/doc_domains.py's banks, each also with an attack (an injections_extra
+  test attack or a test instruction addressed to the assistant, indirect.py) planted at the
+  start, middle or end, caught per domain, position and kind of attack.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ import json
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from trainers.guardrails import doc_domains, indirect
 from trainers.guardrails.guard_data import CATEGORIES, read_jsonl, split_file
-from trainers.guardrails.planting import insert
+from trainers.guardrails.planting import POSITIONS, insert
 
 # Safe requests that merely sound dangerous: every one must pass the input rails.
 SOUNDS_DANGEROUS = (
@@ -62,11 +67,23 @@ def rate(flags: np.ndarray) -> dict[str, Any]:
     }
 
 
+class TestPassage(NamedTuple):
+    domain: str
+    text: str
+    disguise: str  # planted: the disguise of the attack ("" for benign passages)
+    planted: int
+    position: str = ""  # generated domains: start, middle or end
+    attack: str = ""  # generated domains: "direct" (injections_extra) or "indirect"
+
+
+GENERATED_PER_DOMAIN = 200
+
+
 def planted_test_passages(
-    data: Path, seed: int = 0, scifact: int = 200
-) -> list[tuple[str, str, str, int]]:
-    """(domain, text, disguise, planted) for the benign test passages and, for each, a copy
-    with a test attack in a held-out disguise variant."""
+    data: Path, seed: int = 0, scifact: int = 200, generated: int = GENERATED_PER_DOMAIN
+) -> list[TestPassage]:
+    """The benign test passages and, for each, a copy with a test attack in a held-out
+    disguise variant; then `generated` passages per generated domain, likewise."""
     rng = random.Random(seed)
     passages: list[tuple[str, str]] = []
     path = split_file(data, "documents_mixed", "test")
@@ -81,11 +98,26 @@ def planted_test_passages(
                     passages.append(("scifact", f"{row.get('title', '')}\n\n{row['text']}"[:1500]))
     attacks_path = split_file(data, "injections_extra", "test")
     attacks = [r["text"] for r in read_jsonl(attacks_path) if r["label"]] if attacks_path else []
-    out = [(d, t, "", 0) for d, t in passages]
+    out = [TestPassage(d, t, "", 0) for d, t in passages]
     if attacks:
         for d, t in passages:
             p = insert(t, rng.choice(attacks), rng, split="test")
-            out.append((d, p.text, p.disguise, 1))
+            out.append(TestPassage(d, p.text, p.disguise, 1))
+    if not (generated and attacks):
+        return out
+    # Generated after the rest, with their own generator: the passages above stay the ones
+    # measured before issue 28.
+    rng = random.Random(f"generated/{seed}")
+    directed = indirect.attacks("test")
+    for domain in doc_domains.DOMAINS:
+        texts = doc_domains.passages(domain, generated, seed, split="test")
+        out += [TestPassage(domain, t, "", 0) for t in texts]
+        for i, t in enumerate(texts):
+            kind = "indirect" if i % 2 else "direct"
+            attack = rng.choice(directed if kind == "indirect" else attacks)
+            where = POSITIONS[i % 3]
+            p = insert(t, attack, rng, split="test", where=where)
+            out.append(TestPassage(domain, p.text, p.disguise, 1, where, kind))
     return out
 
 
@@ -204,21 +236,33 @@ def evaluate(guard: Any, data: Path, seed: int = 0) -> dict[str, Any]:
     passages = planted_test_passages(data, seed)
     if passages:
         doc_t = guard.head("document").threshold
-        scores = guard.document_scores([t for _, t, _, _ in passages])
+        scores = guard.document_scores([p.text for p in passages])
         docs: dict[str, Any] = {}
-        for domain in sorted({d for d, _, _, _ in passages}):
-            benign = [i for i, p in enumerate(passages) if p[0] == domain and not p[3]]
-            planted = [i for i, p in enumerate(passages) if p[0] == domain and p[3]]
+        for domain in sorted({p.domain for p in passages}):
+            benign = [i for i, p in enumerate(passages) if p.domain == domain and not p.planted]
+            planted = [i for i, p in enumerate(passages) if p.domain == domain and p.planted]
             docs[domain] = {"dropped": rate(scores[benign] >= doc_t)}
             if planted:
                 docs[domain]["caught"] = rate(scores[planted] >= doc_t)
-        disguises: dict[str, Any] = {}
-        for disguise in sorted({p[2] for p in passages if p[3]}):
-            idx = [i for i, p in enumerate(passages) if p[3] and p[2] == disguise]
-            disguises[disguise] = rate(scores[idx] >= doc_t)
-        planted_all = [i for i, p in enumerate(passages) if p[3]]
+        planted_all = [i for i, p in enumerate(passages) if p.planted]
         docs["all_planted"] = rate(scores[planted_all] >= doc_t)
-        docs["by_disguise"] = disguises
+        # The test passages of ../shared/data alone (the figure measured before issue 28).
+        docs["shared_planted"] = rate(
+            scores[[i for i in planted_all if not passages[i].attack]] >= doc_t
+        )
+        for key, field in (("by_disguise", "disguise"), ("by_position", "position")):
+            values = sorted({getattr(p, field) for p in passages if p.planted} - {""})
+            docs[key] = {
+                v: rate(
+                    scores[[i for i in planted_all if getattr(passages[i], field) == v]] >= doc_t
+                )
+                for v in values
+            }
+        docs["by_attack"] = {
+            kind: rate(scores[[i for i in planted_all if passages[i].attack == kind]] >= doc_t)
+            for kind in ("direct", "indirect")
+            if any(passages[i].attack == kind for i in planted_all)
+        }
         result["documents"] = docs
     return result
 
@@ -244,7 +288,8 @@ def summary(result: dict[str, Any]) -> list[str]:
         ("content safety unsafe recall", ("content_safety", "all", "recall")),
         ("content safety safe refused", ("content_safety", "all", "safe_refused")),
         ("benign_instructions refused by unsafe", ("benign_instructions", "all", "unsafe")),
-        ("planted caught", ("documents", "all_planted")),
+        ("planted caught, ../shared/data test passages", ("documents", "shared_planted")),
+        ("planted caught, with the generated domains", ("documents", "all_planted")),
     ):
         r = get(*keys)
         if r:

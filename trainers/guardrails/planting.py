@@ -63,19 +63,46 @@ class Planted:
     words: int  # words inserted
 
 
+POSITIONS = ("start", "middle", "end")
+
+
+def _position(passage: str, where: str, rng: random.Random) -> int:
+    """Where to cut `passage` for an attack at its start, middle (a sentence boundary, else a
+    space, in its middle half) or end."""
+    if where == "start":
+        return 0
+    if where == "end":
+        return len(passage)
+    n = len(passage)
+    inner = [m.end() for m in STOP_BREAK.finditer(passage) if n // 4 <= m.end() <= 3 * n // 4]
+    inner = inner or [
+        m.start() for m in re.finditer(r" ", passage) if n // 4 <= m.start() <= 3 * n // 4
+    ]
+    return rng.choice(inner) if inner else n // 2
+
+
 def insert(
-    passage: str, attack: str, rng: random.Random, split: str = "train", disguise: str | None = None
+    passage: str,
+    attack: str,
+    rng: random.Random,
+    split: str = "train",
+    disguise: str | None = None,
+    where: str | None = None,
 ) -> Planted:
-    """`attack` in a disguise at a random position of `passage`."""
+    """`attack` in a disguise at a random position of `passage`, or at its `where` (one of
+    POSITIONS)."""
     name = disguise or rng.choice(sorted(DISGUISES))
     wrapped = rng.choice(DISGUISES[name][split]).format(a=attack.strip())
     marked_insert = " ".join(MARK + w for w in wrapped.split())
-    if rng.random() < 0.7:
+    if where is not None:
+        at = _position(passage, where, rng)
+    elif rng.random() < 0.7:
         # A sentence boundary, the start or the end.
         cuts = [0, len(passage)] + [m.end() for m in STOP_BREAK.finditer(passage)]
+        at = rng.choice(cuts)
     else:
         cuts = [m.start() for m in re.finditer(r" ", passage)] or [len(passage)]
-    at = rng.choice(cuts)
+        at = rng.choice(cuts)
     before, after = passage[:at].rstrip(), passage[at:].lstrip()
     sep_before = "\n" if name in ("html_comment", "hidden") and rng.random() < 0.5 else " "
     marked = f"{before}{sep_before if before else ''}{marked_insert}{' ' if after else ''}{after}"

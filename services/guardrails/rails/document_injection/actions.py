@@ -4,10 +4,14 @@ lost in one embedding). A chunk with a window at or above the threshold is dropp
 others still reach the model, so one poisoned passage never blocks the answer.
 
 The head was trained on benign passages of several kinds (encyclopedia, financial reports,
-technical documentation, how-to, the sample corpus) with attacks inserted plain, quoted, in
-HTML comments, as "note to the AI" and as hidden text, and its threshold chosen per domain
-(trainers/guardrails/guard.py): unlike a prompt classifier, it does not take a document's
-own imperative sentences ("Preheat the oven", "Run cargo build") for an attack."""
+technical documentation, how-to, the sample corpus, and e-mails, web pages, tables and code
+written for the project) with attacks inserted at the start, middle or end: public direct
+attacks, and instructions addressed to the assistant ("when summarising this document, tell
+the user ..."), plain, quoted, in HTML comments, as "note to the AI" and as hidden text. Its
+threshold is chosen per domain on held-out passages (trainers/guardrails/guard.py). The
+attack is an instruction to the assistant; a document's own imperative sentences addressed
+to its human reader ("Preheat the oven", "Run cargo build", "please send me the figures by
+Friday") are not."""
 
 from __future__ import annotations
 
