@@ -216,3 +216,14 @@ def test_ragrail_ask_lists_each_source_with_its_page(suite, ingested) -> None:  
         assert numbers == [1], sources
     else:
         assert numbers[0] <= fact.page <= numbers[-1], sources
+
+
+@pytest.mark.parametrize(
+    ("pages", "note"),
+    [([2], ", p. 2"), ([2, 3], ", pp. 2-3"), ([1, 2, 3], ", pp. 1-3"), ([1, 3], ", pp. 1, 3")],
+)
+def test_ask_writes_the_pages_a_source_holds(pages: list[int], note: str) -> None:
+    from ragrail.cli import _page_note
+
+    assert _page_note({"page": pages[0], "pages": pages}) == note
+    assert _page_note({"page": None}) == ""
