@@ -415,12 +415,17 @@ def _unreachable(gateway: str, exc: Exception) -> typer.Exit:
 
 
 def _page_note(citation: dict) -> str:
-    """', p. 3' (or ', pp. 3-4') for a source from a paged document, else ''."""
+    """', p. 3' (or ', pp. 3-4', or ', pp. 1, 3' around a page without text) for a source
+    from a paged document, else ''."""
     page = citation.get("page")
     if page is None:
         return ""
     pages = citation.get("pages") or [page]
-    return f", pp. {pages[0]}-{pages[-1]}" if len(pages) > 1 else f", p. {page}"
+    if len(pages) == 1:
+        return f", p. {page}"
+    if pages[-1] - pages[0] == len(pages) - 1:
+        return f", pp. {pages[0]}-{pages[-1]}"
+    return f", pp. {', '.join(map(str, pages))}"
 
 
 def _print_sources(final: dict) -> None:

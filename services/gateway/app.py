@@ -4,6 +4,7 @@ metrics and the service connections opened in the lifespan."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -18,6 +19,7 @@ from services.gateway.disconnect import install_disconnect_handler
 from services.gateway.errors import install_error_handlers
 from services.gateway.failures import FailureAccounting, UnhandledErrors
 from services.gateway.http_metrics import RequestMetrics
+from services.gateway.ingest import ocr
 from services.gateway.ingest.jobs import IngestJobs
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.limits import BodySizeLimit
@@ -38,6 +40,8 @@ from services.gateway.validation import JsonBodyGuard
 from shared.server import on_sighup
 from shared.version import VERSION
 
+log = logging.getLogger("ragrail.gateway")
+
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
@@ -46,6 +50,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.ocr and ocr.tesseract_path() is None:
+            # Said once at start; each document with pages left out says it again.
+            log.warning("%s; scanned PDF pages are left out and images refused", ocr.NOT_INSTALLED)
         services = Services(settings)
         app.state.settings = settings
         app.state.services = services

@@ -7,6 +7,7 @@ import io
 import zipfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import grpc
 import pytest
@@ -529,3 +530,141 @@ def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> Non
     assert table is not None and table.rows == [["a", "b"], ["1", "2 x"]]
     assert make_table([["only one row", "x"]]) is None
     assert make_table([["a"], ["b"]]) is None
+
+
+def _paged(pages: list[str], ocr_pages: list[int] | None = None) -> Any:
+    """A PendingDocument of `pages` (as a PDF parser joins them), chunked 8 words a chunk."""
+    from services.gateway.ingest.parsers import join_pages
+    from services.gateway.ingest.pipeline import PendingDocument
+    from shared.chunking import Chunker, whitespace_spans
+
+    text, starts = join_pages(pages)
+    metadata: dict[str, Any] = {"page_starts": starts}
+    if ocr_pages:
+        metadata["ocr_pages"] = ocr_pages
+    doc = PendingDocument("d", "d.pdf", ParsedDocument(text, "d", "application/pdf", metadata))
+    doc.split(Chunker(16, 0), whitespace_spans(text), [])
+    return doc
+
+
+def _words(page: int, n: int) -> str:
+    return " ".join(f"p{page}w{i}" for i in range(n))
+
+
+def test_chunks_run_across_text_pages_and_name_every_page_they_hold() -> None:
+    from services.gateway.ingest.pipeline import _chunk_metadata
+    from shared.chunking import Chunker, whitespace_spans
+
+    pages = [_words(1, 10), "", _words(3, 10), _words(4, 30)]  # page 2 has no text
+    doc = _paged(pages)
+    # As many chunks as the chunker makes of the whole text: pages do not add any.
+    assert len(doc.chunks) == len(
+        Chunker(16, 0).split(doc.parsed.text, whitespace_spans(doc.parsed.text))
+    )
+    for chunk in doc.chunks:
+        meta = _chunk_metadata(doc, chunk)
+        # Exactly the pages whose words the chunk holds, the first of them as `page`.
+        on = sorted({int(w[1 : w.index("w")]) for w in chunk.text.split()})
+        assert meta["pages"] == on and meta["page"] == on[0], (chunk.text, meta)
+    assert _chunk_metadata(doc, doc.chunks[0])["pages"] == [1, 3]  # not the empty page 2
+
+
+def test_an_ocr_page_is_chunked_on_its_own() -> None:
+    from services.gateway.ingest.pipeline import _chunk_metadata
+
+    doc = _paged([_words(1, 5), _words(2, 5), _words(3, 5), _words(4, 5)], ocr_pages=[3])
+    metas = [_chunk_metadata(doc, c) for c in doc.chunks]
+    assert [m["pages"] for m in metas] == [[1, 2], [3], [4]]
+    assert [m.get("ocr", False) for m in metas] == [False, True, False]
+
+
+def test_only_pages_with_table_rows_look_tabular() -> None:
+    from services.gateway.ingest.pdf import looks_tabular
+
+    prose = "\n".join(
+        [
+            "Revenue rose from $1.2 billion in 2022 to $1.4 billion in 2023, up 17%.",
+            "Headcount grew by 1,200 to 14,500 at the end of 2023.",
+            "The plant in Quito, opened in 2021, employs 415 people.",
+            "Page 12",
+        ]
+        * 3
+    )
+    assert not looks_tabular(prose)
+    rows = "Revenue 1,234 1,180\nNet income $ 12 $ (4) 7%\nOther \u2014 12\n"
+    assert looks_tabular("Segment results\n" + rows)
+    cells = "Segment\n2021\n2022\nCloud\n1,234\n-\nRetail\n$ 98\n76\n"
+    assert looks_tabular(cells)
+
+
+def test_pdfplumber_is_spared_pages_without_rules() -> None:
+    from bench import docset
+    from services.gateway.ingest.pdf import _PageReader
+
+    pages = _PageReader(docset.report_pdf(docset.build_reports(1)[0]), ParseContext())
+    try:
+        # Two prose pages, then the ruled table.
+        assert [pages.has_rulings(i) for i in range(3)] == [False, False, True]
+    finally:
+        pages.close()
+
+
+@pytest.mark.parametrize(("scan_dpi", "read_dpi"), [(200, 200), (120, 200), (600, 300)])
+def test_a_scanned_page_is_read_at_its_own_resolution(scan_dpi: int, read_dpi: int) -> None:
+    import pypdfium2
+
+    from bench import docset
+    from services.gateway.ingest.pdf import render_dpi
+
+    report = docset.report_pdf(docset.build_reports(1)[0])
+    scan = docset.images_pdf(docset.page_images(report, dpi=scan_dpi)[:1], dpi=scan_dpi)
+    for data, expected in ((scan, read_dpi), (report, 300)):
+        document = pypdfium2.PdfDocument(data)
+        try:
+            assert render_dpi(document[0], 300) == pytest.approx(expected, abs=1)
+        finally:
+            document.close()
+
+
+def test_ocr_text_loses_the_ruling_lines_read_as_characters() -> None:
+    from services.gateway.ingest.ocr import strip_rules
+
+    read = "Segment [2021 2022 | 2023\n| Wind turbines | 6,155 3,878 [1,177 |\nsee [1] or a|b"
+    assert strip_rules(read) == (
+        "Segment 2021 2022 2023\nWind turbines 6,155 3,878 1,177\nsee [1] or a|b"
+    )
+
+
+@pytest.fixture
+def no_tesseract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """A PATH without tesseract: a user's machine after `make install` alone."""
+    from services.gateway.ingest import ocr
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    ocr.tesseract_path.cache_clear()
+    yield
+    ocr.tesseract_path.cache_clear()
+
+
+def test_without_tesseract_scanned_pages_are_left_out_with_the_fix_named(no_tesseract) -> None:  # type: ignore[no-untyped-def]
+    from pypdf import PdfReader, PdfWriter
+
+    from bench import docset
+
+    report = docset.report_pdf(docset.build_reports(1)[0])
+    scans = docset.images_pdf(docset.page_images(report, dpi=100)[1:])
+    writer = PdfWriter()
+    writer.add_page(PdfReader(io.BytesIO(report)).pages[0])
+    for page in PdfReader(io.BytesIO(scans)).pages:
+        writer.add_page(page)
+    mixed = io.BytesIO()
+    writer.write(mixed)
+    doc = parse_document(mixed.getvalue(), "mixed.pdf")
+    assert "annual report" in doc.text and doc.metadata["pages_with_text"] == 1
+    [warning] = doc.warnings  # one for all the scanned pages
+    assert warning.startswith("pages 2-3 of 'mixed.pdf' have no text layer")
+    assert "apt install tesseract-ocr" in warning and "RAGRAIL_GATEWAY_OCR=false" in warning
+    with pytest.raises(InvalidArgument, match=r"apt install tesseract-ocr"):
+        parse_document(docset.png(docset.page_images(report, dpi=100)[0]), "page.png")
+    with pytest.raises(InvalidArgument, match=r"scanned pages.*apt install tesseract-ocr"):
+        parse_document(scans, "scan.pdf")

@@ -65,12 +65,22 @@ def tesseract_path() -> str | None:
     return shutil.which("tesseract")
 
 
+# What a user whose gateway lacks Tesseract can do about it (`make install` cannot install a
+# system package): install it, or turn OCR off to say that pages without text are meant to
+# be left out.
+NOT_INSTALLED = (
+    "OCR is not available: Tesseract is not installed on the gateway (install it: `apt install "
+    "tesseract-ocr`, then restart the gateway; or turn OCR off: RAGRAIL_GATEWAY_OCR=false)"
+)
+
+
 def unavailable_reason(options: OcrOptions) -> str | None:
-    """Why OCR cannot run here (a sentence for a warning or an error), or None when it can."""
+    """Why OCR cannot run here (a sentence for a warning or an error, naming the fix), or
+    None when it can."""
     if not options.enabled:
         return "OCR is off (RAGRAIL_GATEWAY_OCR=false)"
     if tesseract_path() is None:
-        return "OCR is not installed on the gateway (the tesseract-ocr package)"
+        return NOT_INSTALLED
     return None
 
 
@@ -121,6 +131,25 @@ def ocr_image(image: Image, options: OcrOptions) -> str:
         OCR_PAGES.labels("error").inc()
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OcrError(f"OCR failed ({detail[-1][:200] if detail else proc.returncode})")
-    text = proc.stdout.decode("utf-8", "replace")
+    text = strip_rules(proc.stdout.decode("utf-8", "replace"))
     OCR_PAGES.labels("text" if text.strip() else "empty").inc()
     return text
+
+
+def strip_rules(text: str) -> str:
+    """OCR text without what a table's ruling lines are read as: `|` standing alone or at a
+    word's edge, and a bracket on a number's edge with no partner ("[3,317", "1,177]"). Left
+    in, they sit between a row's label and its values and are noise to search."""
+    lines = []
+    for line in text.split("\n"):
+        words = []
+        for word in line.split():
+            word = word.strip("|")
+            if word.startswith("[") and "]" not in word and word[1:2].isdigit():
+                word = word[1:]
+            if word.endswith("]") and "[" not in word and word[-2:-1].isdigit():
+                word = word[:-1]
+            if word:
+                words.append(word)
+        lines.append(" ".join(words))
+    return "\n".join(lines)

@@ -35,10 +35,23 @@ MIN_TEXT_CHARS = 20
 # common punctuation is garbage (a font without a Unicode map) and the page is read with OCR.
 MIN_READABLE_SHARE = 0.7
 _READABLE = re.compile(r"[\w\s.,;:!?'\"()\[\]%$€£¥&/+*=<>@#-]")
-# Pages are looked at for tables only when at least this many lines carry two numbers or
-# more: pdfplumber costs several times pypdf's text extraction, and prose pages never need it.
+# pdfplumber parses a whole page in Python (about 0.1 s a page on these CPUs; pypdf's text
+# takes 5 ms), so a page is given to it only when its text has table rows and it has ruling
+# lines. Rows: at least this many lines that end in two values or more side by side
+# ("Revenue 1,234 1,180", "Net income $ 12 $ (4) 7%", "Other — 12"), or twice as many lines
+# that are one value each (pypdf writes a ruled table's cells one per line). Prose with
+# figures in it ("rose from $1.2 billion in 2022 to ...") has no such lines.
 MIN_NUMERIC_LINES = 3
-_NUMBER = re.compile(r"(?<![\w.])[-(]?[$€£]?\d[\d,.]*%?\)?(?![\w])")
+_NUMBER = re.compile(r"[-(]?[$€£]?\d[\d,.]*%?\)?")
+_CURRENCY = frozenset("$€£")  # "$ 12", as some tables set it
+_NIL = frozenset("\u2014\u2013-")  # a dash for nil: em, en, hyphen
+# Both of pdfplumber's strategies used here find rows between ruling lines: a page without
+# a path (line, rectangle, curve) wider or taller than this many points has no table for it.
+_MIN_RULE_PT = 3.0
+# A page image covering at least this share of the page is a scan; it is read at its own
+# resolution, but not below MIN_SCAN_DPI (Tesseract wants letters some 20 pixels high).
+_SCAN_SHARE = 0.5
+MIN_SCAN_DPI = 200
 # Above a table, this many points are searched for its caption.
 _CAPTION_BAND_PT = 36
 
@@ -52,18 +65,31 @@ def readable(text: str) -> bool:
 
 
 def looks_tabular(text: str) -> bool:
-    """Rows of numbers on one line each, or cells on a line each (pypdf writes a ruled
-    table's cells one per line)."""
+    """Whether the text layer has table rows: lines ending in numbers side by side, or cells
+    on a line each (see MIN_NUMERIC_LINES)."""
     rows = cells = 0
     for line in text.split("\n"):
-        numbers = _NUMBER.findall(line)
-        if len(numbers) >= 2:
-            rows += 1
-        elif len(numbers) == 1 and len(line) <= len(numbers[0]) + 2:
-            cells += 1
+        numbers, values, words = _trailing_values(line)
+        cells += values == words == 1
+        rows += values >= 2 and numbers >= 1
         if rows >= MIN_NUMERIC_LINES or cells >= 2 * MIN_NUMERIC_LINES:
             return True
     return False
+
+
+def _trailing_values(line: str) -> tuple[int, int, int]:
+    """(numbers, values: numbers and nil dashes, words) at the end of `line`, and how many
+    words it has; currency signs standing alone are not counted. By words, not one regular
+    expression: a search over a long line of numbers would backtrack quadratically."""
+    words = [w for w in line.split() if w not in _CURRENCY]
+    numbers = values = 0
+    for word in reversed(words):
+        if _NUMBER.fullmatch(word):
+            numbers += 1
+        elif word not in _NIL:
+            break
+        values += 1
+    return numbers, values, len(words)
 
 
 def _open(data: bytes, name: str) -> Any:
@@ -120,17 +146,43 @@ class _PageReader:
             log.warning("table detection failed on page %d", index + 1, exc_info=True)
             return None
 
-    def ocr(self, index: int) -> str:
-        """The page rendered at the OCR resolution and read. Raises ocr.OcrError."""
+    def has_rulings(self, index: int) -> bool:
+        """Whether page `index` draws a line, rectangle or curve (its own, or in a form it
+        uses) that a table finder could take for a rule. PDFium, in C: about 1 ms a page."""
         try:
             with _PDFIUM:
-                if self._pdfium is None:
-                    import pypdfium2
-
-                    self._pdfium = pypdfium2.PdfDocument(self.data)
-                page = self._pdfium[index]
+                page = self._document()[index]
                 try:
-                    image = page.render(scale=self.ctx.ocr.dpi / 72).to_pil()
+                    import pypdfium2.raw as pdfium_c
+
+                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH]):
+                        left, bottom, right, top = obj.get_bounds()
+                        if max(right - left, top - bottom) >= _MIN_RULE_PT:
+                            return True
+                    return False
+                finally:
+                    page.close()
+        except Exception:
+            log.debug("could not list the paths of page %d", index + 1, exc_info=True)
+            return True  # then let pdfplumber look
+
+    def _document(self) -> Any:
+        """The PDFium document (call with _PDFIUM held)."""
+        if self._pdfium is None:
+            import pypdfium2
+
+            self._pdfium = pypdfium2.PdfDocument(self.data)
+        return self._pdfium
+
+    def ocr(self, index: int) -> str:
+        """The page rendered at the resolution of its scan (at most OCR_DPI) and read.
+        Raises ocr.OcrError."""
+        try:
+            with _PDFIUM:
+                page = self._document()[index]
+                try:
+                    dpi = render_dpi(page, self.ctx.ocr.dpi)
+                    image = page.render(scale=dpi / 72).to_pil()
                 finally:
                     page.close()
         except Exception as exc:
@@ -143,6 +195,26 @@ class _PageReader:
         if self._pdfium is not None:
             with _PDFIUM:
                 self._pdfium.close()
+
+
+def render_dpi(page: Any, most: int) -> float:
+    """The resolution to read a page at: that of the scan that fills it, within
+    [MIN_SCAN_DPI, most]; `most` for a page without one. A 200 dpi scan rendered at 300 dpi
+    reads worse, not better: on bench/documents.py's noisy scans, Tesseract lost whole tables
+    at 300 dpi that it read row by row at 200 (and took twice as long)."""
+    import pypdfium2.raw as pdfium_c
+
+    width, height = page.get_size()
+    scan = None
+    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
+        left, bottom, right, top = obj.get_bounds()
+        if (right - left) * (top - bottom) >= _SCAN_SHARE * width * height:
+            px_width, px_height = obj.get_px_size()
+            dpi = 72 * max(px_width / (right - left), px_height / (top - bottom))
+            scan = max(scan or 0.0, dpi)
+    if scan is None:
+        return float(most)
+    return min(float(most), max(scan, MIN_SCAN_DPI))
 
 
 def _plumber_tables(page: Any, number: int) -> tuple[list[Any], str] | None:
@@ -183,6 +255,7 @@ def parse_pdf(data: bytes, name: str, ctx: ParseContext) -> tuple[str, str | Non
     page_texts: list[str] = []
     ocr_pages: list[int] = []
     skipped: list[int] = []
+    unread: list[int] = []  # scanned pages left out: no OCR here
     try:
         for index in range(count):
             number = index + 1
@@ -191,10 +264,18 @@ def parse_pdf(data: bytes, name: str, ctx: ParseContext) -> tuple[str, str | Non
                 ocr_pages.append(number)
             elif how == "skipped":
                 skipped.append(number)
+            elif how == "unread":
+                unread.append(number)
             page_texts.append(text)
             ctx.page_done()
     finally:
         pages.close()
+    if unread and no_ocr is not None:
+        # One warning for all of them: a scanned document would repeat it on every page.
+        ctx.warnings.append(
+            f"{_page_list(unread)} of '{name}' {'has' if len(unread) == 1 else 'have'} no text "
+            f"layer (scanned?) and {'was' if len(unread) == 1 else 'were'} left out: {no_ocr}"
+        )
     joined, page_starts = join_pages(page_texts)
     if not joined.strip() and not ctx.tables:
         raise InvalidArgument(_no_text_message(name, count, skipped, no_ocr))
@@ -224,7 +305,8 @@ def _read_page(
     reader: Any, index: int, pages: _PageReader, ctx: ParseContext, no_ocr: str | None, name: str
 ) -> tuple[str, str]:
     """One page's text and how it was read: 'text' (its text layer), 'ocr', 'empty' (no text
-    and OCR off), or 'skipped' (unreadable; a warning says so)."""
+    and OCR off or missing), 'unread' (the same, but the page holds an image: a scan the
+    caller warns about), or 'skipped' (unreadable; a warning says so)."""
     number = index + 1
     failure = ""
     try:
@@ -234,7 +316,7 @@ def _read_page(
         failure = f"its text layer could not be read ({type(exc).__name__})"
         text = ""
     if readable(text):
-        if ctx.find_tables and looks_tabular(text):
+        if ctx.find_tables and looks_tabular(text) and pages.has_rulings(index):
             found = pages.tables(index)
             if found is not None:
                 tables, rest = found
@@ -247,9 +329,7 @@ def _read_page(
             return "", "skipped"
         if text.strip():
             return text, "text"  # a short text layer is better than nothing
-        if _has_images(reader, index):
-            ctx.warnings.append(f"page {number} of '{name}' has no text layer and {no_ocr}")
-        return "", "empty"
+        return "", "unread" if _has_images(reader, index) else "empty"
     try:
         read = normalize_whitespace(pages.ocr(index))
     except ocr.OcrError as exc:
@@ -262,6 +342,18 @@ def _read_page(
     if len(read.strip()) >= len(text.strip()):
         return read, "ocr"
     return text, "text"
+
+
+def _page_list(numbers: list[int]) -> str:
+    """'page 3', 'pages 2, 5-7'."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs]
+    return f"page{'s' if len(numbers) > 1 else ''} {', '.join(parts)}"
 
 
 def _has_images(reader: Any, index: int) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,14 +49,14 @@ class PendingDocument:
     table_chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def split(self, chunker: Chunker, spans: TokenSpans, table_spans: list[TokenSpans]) -> None:
-        """Cuts the text into token windows, then each table into row pieces after them. A
-        paged document is cut page by page: no chunk spans two pages, so the page a chunk
-        cites is the page its text is on."""
-        page_starts = self.parsed.metadata.get("page_starts")
-        if page_starts:
-            self.chunks = _split_by_pages(chunker, self.parsed.text, spans, page_starts)
-        else:
-            self.chunks = chunker.split(self.parsed.text, spans)
+        """Cuts the text into token windows, then each table into row pieces after them.
+        Windows run across the pages of a text layer, as they do across paragraphs (on short
+        pages, cutting at every page would double the chunks to embed); a page read by OCR is
+        cut on its own, so its chunks cite it alone. A chunk's pages come from its character
+        offsets (`_chunk_metadata`)."""
+        metadata = self.parsed.metadata
+        cuts = _ocr_cuts(metadata.get("page_starts"), metadata.get("ocr_pages"))
+        self.chunks = _split_at(chunker, self.parsed.text, spans, cuts)
         self.table_chunks = {}
         for number, (table, tspans) in enumerate(
             zip(self.parsed.tables, table_spans, strict=True), start=1
@@ -70,20 +71,34 @@ class PendingDocument:
                 self.table_chunks[index] = meta
 
 
-def _split_by_pages(
-    chunker: Chunker, text: str, spans: TokenSpans, page_starts: list[int]
-) -> list[TextChunk]:
+def _ocr_cuts(page_starts: list[int] | None, ocr_pages: list[int] | None) -> list[int]:
+    """Offsets no chunk may cross: where each OCR'd page starts and where it ends."""
+    if not page_starts or not ocr_pages:
+        return []
+    cuts: set[int] = set()
+    for number in ocr_pages:
+        cuts.add(page_starts[number - 1])
+        if number < len(page_starts):
+            cuts.add(page_starts[number])
+    return sorted(c for c in cuts if c > 0)
+
+
+def _split_at(chunker: Chunker, text: str, spans: TokenSpans, cuts: list[int]) -> list[TextChunk]:
+    """The chunker's windows over `text`, cut apart at the offsets `cuts` (none: the
+    chunker's own split of the whole text)."""
+    if not cuts:
+        return chunker.split(text, spans)
     chunks: list[TextChunk] = []
-    bounds = [*page_starts[1:], len(text)]
+    bounds = [0, *cuts, len(text)]
     token = 0
-    for start, end in zip(page_starts, bounds, strict=True):
-        page_spans = TokenSpans()
+    for start, end in itertools.pairwise(bounds):
+        part = TokenSpans()
         while token < len(spans) and spans.starts[token] < end:
             if spans.starts[token] >= start:
-                page_spans.starts.append(spans.starts[token] - start)
-                page_spans.ends.append(min(spans.ends[token], end) - start)
+                part.starts.append(spans.starts[token] - start)
+                part.ends.append(min(spans.ends[token], end) - start)
             token += 1
-        for chunk in chunker.split(text[start:end], page_spans):
+        for chunk in chunker.split(text[start:end], part):
             chunks.append(
                 TextChunk(
                     len(chunks),
@@ -94,6 +109,21 @@ def _split_by_pages(
                 )
             )
     return chunks
+
+
+def chunk_pages(text: str, page_starts: list[int], start: int, end: int) -> list[int]:
+    """The 1-based pages that the characters text[start:end] are on (pages without text,
+    e.g. a skipped one, are not among them even when the chunk runs past them)."""
+    first = bisect.bisect_right(page_starts, start)
+    last = bisect.bisect_right(page_starts, max(end - 1, start))
+    if first == last:
+        return [first]
+    bounds = [*page_starts, len(text)]
+    return [
+        n
+        for n in range(first, last + 1)
+        if text[max(bounds[n - 1], start) : min(bounds[n], end)].strip()
+    ]
 
 
 @dataclass
@@ -129,10 +159,9 @@ def _chunk_metadata(doc: PendingDocument, chunk: TextChunk) -> dict[str, Any]:
     else:
         page_starts = doc.parsed.metadata.get("page_starts")
         if page_starts:
-            first = bisect.bisect_right(page_starts, chunk.start_char)
-            last = bisect.bisect_right(page_starts, max(chunk.end_char - 1, chunk.start_char))
-            meta["page"] = first
-            meta["pages"] = list(range(first, last + 1))
+            pages = chunk_pages(doc.parsed.text, page_starts, chunk.start_char, chunk.end_char)
+            meta["page"] = pages[0]
+            meta["pages"] = pages
     ocr_pages = doc.parsed.metadata.get("ocr_pages")
     if ocr_pages and "pages" in meta and set(meta["pages"]) & set(ocr_pages):
         meta["ocr"] = True

@@ -264,7 +264,10 @@ function showDetails(item, final) {
 function pageOf(citation) {
   if (citation.page == null) return null;
   const pages = citation.pages || [citation.page];
-  const text = pages.length > 1 ? `pp. ${pages[0]}–${pages[pages.length - 1]}` : `p. ${citation.page}`;
+  const last = pages[pages.length - 1];
+  // Pages run on, but skip a page without text (a blank or unreadable one): "pp. 1, 3".
+  const text = pages.length === 1 ? `p. ${citation.page}`
+    : last - pages[0] === pages.length - 1 ? `pp. ${pages[0]}–${last}` : `pp. ${pages.join(", ")}`;
   const url = citation.url || "";
   if (/^https?:\/\//i.test(url)) {
     const href = `${url.split("#")[0]}#page=${citation.page}`;
