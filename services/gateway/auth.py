@@ -16,11 +16,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway import audit
 from services.gateway.errors import error_response
 from services.gateway.principals import OPEN, Keys, key_id
+from services.gateway.response_status import ResponseStatus
 from services.gateway.settings import GatewaySettings
 
 # Reachable without a key: liveness for orchestrators, metrics for Prometheus, the playground's
@@ -123,21 +124,14 @@ class ApiKeysAndRateLimit:
             response.headers["Retry-After"] = str(math.ceil(wait))
             await response(scope, receive, send)
             return
-        status = 500
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        status = ResponseStatus(send)
         try:
-            await self.app(scope, receive, recording_send)
+            await self.app(scope, receive, status)
         finally:
             # Routes that write name their action and collection (access.authorize).
             write = state.get("audit_write")
             if write is not None:
-                audit.wrote(scope, principal.name, write[0], write[1], status)
+                audit.wrote(scope, principal.name, write[0], write[1], status.code)
 
     def _rpm(self, own: int | None) -> float:
         return self.limits.rate * 60 if own is None else own

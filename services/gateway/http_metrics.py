@@ -10,7 +10,9 @@ import logging
 import time
 
 from prometheus_client import Counter, Histogram
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.gateway.response_status import ResponseStatus
 
 log = logging.getLogger("ragrail.gateway")
 HTTP_REQUESTS = Counter(
@@ -35,21 +37,15 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500  # what the client sees if the app raises before answering
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        recorded = ResponseStatus(send)
         try:
-            await self.app(scope, receive, recording_send)
+            await self.app(scope, receive, recorded)
         finally:
             # The route is known once routing ran (in the app, after this middleware).
             path = getattr(scope.get("route"), "path", "unmatched")
             method = scope["method"]
             elapsed = time.perf_counter() - start
+            status = recorded.code
             HTTP_REQUESTS.labels(method, path, str(status)).inc()
             HTTP_LATENCY.labels(method, path).observe(elapsed)
             # A failure gets its one log line, with its error, from failures.FailureAccounting.

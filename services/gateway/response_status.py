@@ -1,0 +1,20 @@
+"""The status of the response an ASGI app sends, for middleware that records it afterwards
+(the HTTP metrics, the audit log)."""
+
+from __future__ import annotations
+
+from starlette.types import Message, Send
+
+
+class ResponseStatus:
+    """Wraps `send`, noting the status as the response starts; 500 until then, which is what
+    the client sees if the app raises before answering."""
+
+    def __init__(self, send: Send) -> None:
+        self.code = 500
+        self._send = send
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        await self._send(message)
