@@ -109,10 +109,10 @@ def info(target: str) -> dict[str, str]:
     async def go() -> Any:
         async with grpc.aio.insecure_channel(target) as channel:
             return await guardrails_pb2_grpc.GuardrailsStub(channel).Info(
-                guardrails_pb2.InfoRequest(), timeout=30
+                common_pb2.InfoRequest(), timeout=30
             )
 
-    return dict(asyncio.run(go()).info.details)
+    return dict(asyncio.run(go()).service.details)
 
 
 def activation(result: guardrails_pb2.RailResult, rail: str) -> guardrails_pb2.RailActivation:
@@ -123,10 +123,11 @@ def activation(result: guardrails_pb2.RailResult, rail: str) -> guardrails_pb2.R
 
 def judgements(metrics_port: int) -> dict[tuple[str, str], float]:
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    # prometheus_client writes the labels in alphabetical order.
     pattern = (
-        r'^ragrail_guardrails_remote_safety_judgements_total\{stage="(\w+)",result="(\w+)"\} (\S+)$'
+        r'^ragrail_guardrails_remote_safety_judgements_total\{result="(\w+)",stage="(\w+)"\} (\S+)$'
     )
-    return {(m[1], m[2]): float(m[3]) for m in re.finditer(pattern, text, re.M)}
+    return {(m[2], m[1]): float(m[3]) for m in re.finditer(pattern, text, re.M)}
 
 
 @pytest.mark.parametrize("engine", ["nemo", "direct"])
