@@ -254,7 +254,9 @@ class NemoEngine(Engine):
                     if why
                     else "the rail's action raised (see the service log); failing closed"
                 )
-            if rail.stop or errored:
+            # A rail whose action raised gave no verdict: blocked. One that returned an
+            # errored outcome (on_error: allow) keeps the verdict it chose.
+            if rail.stop or (errored and not values):
                 verdict = Verdict.BLOCK
             out.append(
                 Activation(

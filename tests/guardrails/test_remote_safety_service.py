@@ -60,7 +60,8 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 
 
 def remote(url: str, **settings: Any) -> dict[str, Any]:
-    return {"remote_url": url, "remote_api_key": KEY, **settings}
+    # A generous limit: the single-slot server on a busy 2-core machine can take seconds.
+    return {"remote_url": url, "remote_api_key": KEY, "remote_timeout_s": 60, **settings}
 
 
 def configure(
@@ -262,12 +263,6 @@ def test_an_unreachable_server_fails_closed_saying_why(
         assert "custom_data.ragrail.remote_safety.remote_url" in result.reason
         assert "failing closed (on_error: block)" in result.reason
 
-        result = input_check(target, BENIGN)
-        assert result.verdict == BLOCK, result
-        assert "did not answer a nemoguard safety judgement within 0.5 s" in result.reason
-        assert "custom_data.ragrail.remote_safety.remote_timeout_s" in result.reason
-        assert activation(result, "ragrail remote safety").ms < 5000
-
 
 def test_a_refused_key_fails_closed_naming_the_key_settings(
     peer: LlamaServer, guard_model: Path, tmp_path: Path
@@ -323,4 +318,4 @@ def test_a_judgement_past_the_time_limit_fails_closed(
         assert result.verdict == BLOCK, result
         assert "did not answer a nemoguard safety judgement within 0.5 s" in result.reason
         assert "custom_data.ragrail.remote_safety.remote_timeout_s" in result.reason
-        assert activation(result, "ragrail remote safety").ms < 5000
+        assert activation(result, "ragrail remote safety").duration_ms < 5000
