@@ -162,6 +162,11 @@ def main() -> int:
                 errored = sum(any(a.errored for a in r.activations) for r in replies)
                 blocked = sum(r.verdict == guardrails_pb2.VERDICT_BLOCK for r in replies)
                 rows.append((name, percentiles(ins), percentiles(outs), errored, blocked))
+                console.print(  # as it goes: a long run keeps what it measured
+                    f"  input p50/p95 {rows[-1][1][0]:.1f}/{rows[-1][1][1]:.1f} ms, output "
+                    f"{rows[-1][2][0]:.1f}/{rows[-1][2][1]:.1f} ms, errored {errored}, "
+                    f"blocked {blocked}"
+                )
     base_in, base_out = rows[0][1][0], rows[0][2][0]
     table = Table(title=f"Remote safety rail, {args.checks} checks each ({args.engine} engine)")
     for column in ("system", "input p50 / p95 ms", "added p50", "output p50 / p95 ms",
