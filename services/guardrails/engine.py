@@ -254,7 +254,9 @@ class NemoEngine(Engine):
                     if why
                     else "the rail's action raised (see the service log); failing closed"
                 )
-            if rail.stop or errored:
+            # A rail whose action raised gave no verdict: blocked. One that returned an
+            # errored outcome (on_error: allow) keeps the verdict it chose.
+            if rail.stop or (errored and not values):
                 verdict = Verdict.BLOCK
             out.append(
                 Activation(
@@ -368,25 +370,36 @@ class DirectEngine(Engine):
                 )
 
     async def _call(
-        self, flow: Flow, text: str = "", context: Any = (), chunks: Any = ()
+        self,
+        flow: Flow,
+        text: str = "",
+        context: Any = (),
+        chunks: Any = (),
+        question: str | None = None,
     ) -> dict[str, Any] | Any:
         """The flow's action with the flow's parameters: its Colang variables replaced by
-        the text, context or chunks of this check."""
+        the text, context or chunks of this check. On output, $user_message is the user's
+        question (`question`), as in NeMo Guardrails."""
         values = {CONTEXT_VARIABLE: list(context), CHUNKS_VARIABLE: list(chunks)}
         values.update(dict.fromkeys(TEXT_VARIABLES, text))
+        if question is not None:
+            values["$user_message"] = question
         params = {
             key: values[value] if value.startswith("$") else value
             for key, value in flow.call_params().items()
         }
         return await self.actions[flow.action](**params)
 
-    async def _chain(self, flows: list[str], text: str, context: list[str]) -> Check:
+    async def _chain(
+        self, flows: list[str], text: str, context: list[str], question: str | None = None
+    ) -> Check:
         started = time.perf_counter()
         original, activations = text, []
         for flow in flows:
             t = time.perf_counter()
             try:
-                outcome = Outcome.of_action_value(await self._call(self.flows[flow], text, context))
+                value = await self._call(self.flows[flow], text, context, question=question)
+                outcome = Outcome.of_action_value(value)
             except Exception as exc:  # NeMo's library action; ours never raise
                 log.error("rail failed", exc_info=exc, extra={"rail": flow})
                 outcome = Outcome(
@@ -411,7 +424,10 @@ class DirectEngine(Engine):
     async def check_output(
         self, messages: list[dict[str, str]], answer: str, context: list[str]
     ) -> Check:
-        return await self._chain(self.output_rails, answer, context)
+        users = [m["content"] for m in messages if m.get("role") == "user"]
+        return await self._chain(
+            self.output_rails, answer, context, question=users[-1] if users else NO_QUERY
+        )
 
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:
         current: list[str | None] = list(chunks)

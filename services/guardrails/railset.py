@@ -237,6 +237,7 @@ def load_railset(
         general_vector_flows=frozenset(n for n, (_, f) in flows.items() if f.general_vectors),
         guard=guard,
         pending=models.pending,
+        sections=sections,
     )
     used = {name for names in resources.flows.values() for name in names}
     loaded = {}

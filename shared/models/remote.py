@@ -90,18 +90,22 @@ class RemoteServer:
     """One model server as a service's remote backend sees it: URL, auth headers, clients, and
     the error mapping. `service` names the settings in messages (RAGRAIL_<SERVICE>_...)."""
 
-    def __init__(self, settings: RemoteServerSettings, service: str) -> None:
+    def __init__(
+        self, settings: RemoteServerSettings, service: str, section: str = ""
+    ) -> None:
         self.service = service
-        self.setting_prefix = f"RAGRAIL_{service.upper()}_"
+        # Where the settings are read from, for messages: a service's RAGRAIL_<SERVICE>_*
+        # variables, or a YAML section (`section`, e.g. a guardrails rail's custom_data).
+        self.section = section
         if not settings.remote_url:
             raise FailedPrecondition(
-                f"the {service}'s remote backend needs {self.setting_prefix}REMOTE_URL, the "
+                f"the {service}'s remote backend needs {self.setting('remote_url')}, the "
                 "model server's base URL (e.g. http://127.0.0.1:8000/v1); see "
                 "docs/model-servers.md"
             )
         if not settings.remote_url.startswith(("http://", "https://")):
             raise FailedPrecondition(
-                f"{self.setting_prefix}REMOTE_URL={settings.remote_url!r} is not an http(s) URL"
+                f"{self.setting('remote_url')}={settings.remote_url!r} is not an http(s) URL"
             )
         self.base_url = settings.remote_url.rstrip("/")
         self.model = settings.remote_model
@@ -120,11 +124,18 @@ class RemoteServer:
                 lines = path.read_text(encoding="utf-8").splitlines()
             except OSError as exc:
                 raise FailedPrecondition(
-                    f"{self.setting_prefix}REMOTE_API_KEY_FILE={path} cannot be read "
+                    f"{self.setting('remote_api_key_file')}={path} cannot be read "
                     f"({exc.strerror}); point it at the file holding the key"
                 ) from exc
             return lines[0].strip() if lines else ""
         return settings.remote_api_key.get_secret_value().strip()
+
+    def setting(self, name: str) -> str:
+        """How a person sets `name` (a RemoteServerSettings field): RAGRAIL_<SERVICE>_<NAME>,
+        or <section>.<name> for settings read from a YAML section."""
+        if self.section:
+            return f"{self.section}.{name}"
+        return f"RAGRAIL_{self.service.upper()}_{name.upper()}"
 
     def url(self, path: str) -> str:
         """`path` under the base URL; an absolute path ("/rerank") replaces the base's path."""
@@ -157,14 +168,14 @@ class RemoteServer:
         if isinstance(exc, httpx.TimeoutException):
             return DeadlineExceeded(
                 f"{where} did not answer {what} in time ({type(exc).__name__}); raise the "
-                f"deadline or {self.setting_prefix}REMOTE_TIMEOUT_S, or check the server's load"
+                f"deadline or {self.setting('remote_timeout_s')}, or check the server's load"
             )
         if isinstance(exc, httpx.HTTPStatusError):
             return self._status_error(exc.response, where, what)
         if isinstance(exc, httpx.TransportError):
             return Unavailable(
                 f"{where} cannot be reached for {what} ({type(exc).__name__}: {exc}); start it, "
-                f"or fix {self.setting_prefix}REMOTE_URL"
+                f"or fix {self.setting('remote_url')}"
             )
         return Unavailable(f"{where} failed on {what}: {type(exc).__name__}: {exc}")
 
@@ -175,15 +186,14 @@ class RemoteServer:
         if status in (401, 403):
             return Unavailable(
                 f"{where} refused the API key for {what} ({said}); set "
-                f"{self.setting_prefix}REMOTE_API_KEY or {self.setting_prefix}"
-                "REMOTE_API_KEY_FILE to a key it accepts"
+                f"{self.setting('remote_api_key')} or {self.setting('remote_api_key_file')} "
+                "to a key it accepts"
             )
         if status == 404:
             return FailedPrecondition(
                 f"{where} has no {response.request.url.path} or no model "
-                f"{self.model or '(first listed)'} ({said}); check {self.setting_prefix}"
-                f"REMOTE_URL (the API's base, often ending in /v1) and {self.setting_prefix}"
-                "REMOTE_MODEL"
+                f"{self.model or '(first listed)'} ({said}); check {self.setting('remote_url')} "
+                f"(the API's base, often ending in /v1) and {self.setting('remote_model')}"
             )
         if status == 429:
             return ResourceExhausted(f"{where} is overloaded ({said}); retry later")
@@ -247,7 +257,7 @@ class RemoteServer:
         if not data or not isinstance(data[0], dict) or not data[0].get("id"):
             raise FailedPrecondition(
                 f"the {self.service}'s model server at {self.base_url} lists no model at "
-                f"/models; set {self.setting_prefix}REMOTE_MODEL to the model it serves"
+                f"/models; set {self.setting('remote_model')} to the model it serves"
             )
         return str(data[0]["id"])
 

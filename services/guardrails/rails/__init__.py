@@ -15,6 +15,7 @@ from services.guardrails.rails import (
     max_urls,
     nemo_library,
     pii,
+    remote_safety,
     topics,
 )
 from services.guardrails.rails.base import Flow, Outcome, Rail
@@ -24,6 +25,7 @@ RAILS: list[Rail] = [
     deny_list.RAIL,
     injection.RAIL,
     content_safety.RAIL,
+    remote_safety.RAIL,
     topics.RAIL,
     pii.RAIL,
     document_injection.RAIL,

@@ -187,6 +187,9 @@ class Resources:
     # No model configured and no guard model trained yet: the rails that need it (Rail.needs)
     # are loaded pending, allowing with the reason, until a reload finds one.
     pending: bool = False
+    # Every rail's validated `custom_data.ragrail` section (rail_config.RagrailRails), for a
+    # rail that builds on another's check (remote safety on content safety's).
+    sections: Any = None
 
     def embeds_ahead(self, flow: str) -> bool:
         """Whether the input flow `flow` should also embed the message with the general

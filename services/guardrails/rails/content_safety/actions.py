@@ -67,7 +67,9 @@ class ContentSafetyRail:
         return self.outcome(logits[worst], self.output_threshold, "answer")
 
 
-def load(settings: ContentSafetySettings, resources: Resources) -> LoadedRail:
+def build(settings: ContentSafetySettings, resources: Resources) -> ContentSafetyRail:
+    """The check, from its settings and the service's guard model (also what the remote
+    safety rail combines its verdict with)."""
     guard = guard_of(resources, "content safety")
     names = guard.model.head("unsafe").config.get("categories", {}).get("names", [])
     unknown = sorted(set(settings.categories) - set(names))
@@ -80,7 +82,7 @@ def load(settings: ContentSafetySettings, resources: Resources) -> LoadedRail:
     output_threshold = (
         input_threshold if settings.output_threshold is None else settings.output_threshold
     )
-    rail = ContentSafetyRail(
+    return ContentSafetyRail(
         guard,
         input_threshold,
         output_threshold,
@@ -88,13 +90,17 @@ def load(settings: ContentSafetySettings, resources: Resources) -> LoadedRail:
         settings.window_chars,
     )
 
+
+def load(settings: ContentSafetySettings, resources: Resources) -> LoadedRail:
+    rail = build(settings, resources)
+
     async def ragrail_content_safety(text: str, source: str = "input") -> dict[str, Any]:
         return await guarded("content safety", settings.on_error, lambda: rail.check(text, source))
 
     return LoadedRail(
         {"ragrail_content_safety": ragrail_content_safety},
         info={
-            "content_safety_threshold": f"{input_threshold:.4f}",
-            "content_safety_output_threshold": f"{output_threshold:.4f}",
+            "content_safety_threshold": f"{rail.input_threshold:.4f}",
+            "content_safety_output_threshold": f"{rail.output_threshold:.4f}",
         },
     )
