@@ -6,13 +6,16 @@ remote call), each format, against llama-cpp-python's server on the packaged Smo
     python bench/remote_safety.py                    # 50 checks each, the published guard model
     python bench/remote_safety.py --checks 100 --model models/guardrails/guard-minilm/<v>
 
-SmolLM2 is no safety model: each answer is fixed with llama.cpp's grammar to the verdict a
-safety model gives for safe text ('safe'; {"User Safety": "safe"}), so the time is the
-server's for the format's prompt (its prefill, the taxonomy prefix cached by llama.cpp from
-one request to the next, as vLLM's prefix cache does) and a verdict of a few tokens. A real
-8B safety model on a GPU takes its own time; this measures the protocol's and the rail's
-part on this machine. The texts are the first --checks rows of ../shared/data's
-content_safety test split (or built-in questions without it).
+SmolLM2 is no safety model. `--verdict grammar` (default) fixes each answer with llama.cpp's
+grammar to the verdict a safety model gives for safe text ('safe'; {"User Safety": "safe"}):
+every check is a full judgement, but llama-cpp-python's grammar sampler costs seconds per
+verdict on a CPU. `--verdict one-token` sends the same prompts for one token, no grammar
+(the verdict is unreadable, so the rail runs with on_error: allow and reports errored): the
+server's prefill of the format's prompt (its taxonomy prefix cached from one request to the
+next, as vLLM's prefix cache does) plus the rail, the protocol's floor. A real 8B safety
+model on a GPU takes its own time; this measures the protocol's and the rail's part here.
+The texts are the first --checks rows of ../shared/data's content_safety test split (or
+built-in questions without it).
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ def llama_server(threads: int, log: Path) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def system_config(root: Path, name: str, url: str, fmt: str | None) -> Path:
+def system_config(root: Path, name: str, url: str, fmt: str | None, verdict: str) -> Path:
     """Content safety on input and output: the local head's flows, or (fmt given) the
     remote safety rail's in their place, combine either."""
     if fmt is None:
@@ -112,6 +115,8 @@ def system_config(root: Path, name: str, url: str, fmt: str | None) -> Path:
             "combine": "either",
             "remote_extra_body": grammar(SAFE_VERDICT[fmt]),
         }
+        if verdict == "one-token":
+            section.update(remote_extra_body={}, max_tokens=1, on_error="allow")
         config = config_dir(root, name, input_flows=[flows[0]], remote_safety=section)
     data = yaml.safe_load((config / "config.yml").read_text(encoding="utf-8"))
     data["rails"]["output"]["flows"] = [flows[1]]
@@ -136,6 +141,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, help="Guard model dir (default: as the service).")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads.")
     parser.add_argument("--engine", default="nemo", choices=("nemo", "direct"))
+    parser.add_argument("--verdict", default="grammar", choices=("grammar", "one-token"))
     args = parser.parse_args()
     questions = texts(args.checks)
     systems = {"local content safety": None, "+ remote llama_guard": "llama_guard"}
@@ -145,7 +151,7 @@ def main() -> int:
         root = Path(tmp)
         with llama_server(args.threads, root / "llama.log") as url:
             for name, fmt in systems.items():
-                config = system_config(root, name.replace(" ", "_"), url, fmt)
+                config = system_config(root, name.replace(" ", "_"), url, fmt, args.verdict)
                 env = {
                     "RAGRAIL_GUARDRAILS_CONFIG_DIR": str(config),
                     "RAGRAIL_GUARDRAILS_ENGINE": args.engine,
@@ -168,7 +174,10 @@ def main() -> int:
                     f"blocked {blocked}"
                 )
     base_in, base_out = rows[0][1][0], rows[0][2][0]
-    table = Table(title=f"Remote safety rail, {args.checks} checks each ({args.engine} engine)")
+    table = Table(
+        title=f"Remote safety rail, {args.checks} checks each ({args.engine} engine, verdict "
+        f"{args.verdict})"
+    )
     for column in ("system", "input p50 / p95 ms", "added p50", "output p50 / p95 ms",
                    "added p50", "errored", "blocked"):  # fmt: skip
         table.add_column(column)
