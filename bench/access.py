@@ -28,7 +28,6 @@ from rich.table import Table
 from bench.common import SHARED_DATA, load_beir, percentiles, running_suite
 from bench.retrieval import COLLECTION, ingest
 from ragrail.client import GatewayClient
-from services.gateway.principals import key_digest
 from tests.conftest import gateway_process
 
 console = Console()
@@ -71,7 +70,7 @@ def main() -> int:
         console.print(f"ingested {len(docs)} documents ({chunks} chunks) in {seconds:.0f} s")
         keys = Path(tmp) / "keys.yaml"
         keys.write_text(
-            f"keys:\n  - name: team-a\n    key_sha256: {key_digest(KEY)}\n"
+            f"keys:\n  - name: team-a\n    key: {KEY}\n"
             f'    read: ["*"]\n    groups: ["team-a"]\n'
         )
         with gateway_process(api_keys_file=str(keys)) as keyed_url:
