@@ -90,9 +90,7 @@ class RemoteServer:
     """One model server as a service's remote backend sees it: URL, auth headers, clients, and
     the error mapping. `service` names the settings in messages (RAGRAIL_<SERVICE>_...)."""
 
-    def __init__(
-        self, settings: RemoteServerSettings, service: str, section: str = ""
-    ) -> None:
+    def __init__(self, settings: RemoteServerSettings, service: str, section: str = "") -> None:
         self.service = service
         # Where the settings are read from, for messages: a service's RAGRAIL_<SERVICE>_*
         # variables, or a YAML section (`section`, e.g. a guardrails rail's custom_data).
@@ -252,10 +250,14 @@ class RemoteServer:
             response.raise_for_status()
             return response.json()
 
-        body = self.call(send, "its model list (/models)")
+        return self.first_listed_model(self.call(send, "its model list (/models)"))
+
+    def first_listed_model(self, body: Any, error: type[RagrailError] = FailedPrecondition) -> str:
+        """The first model id of a /models reply (OpenAI's {"data": [{"id"}]}); `error` naming
+        REMOTE_MODEL when it lists none."""
         data = body.get("data") if isinstance(body, dict) else None
         if not data or not isinstance(data[0], dict) or not data[0].get("id"):
-            raise FailedPrecondition(
+            raise error(
                 f"the {self.service}'s model server at {self.base_url} lists no model at "
                 f"/models; set {self.setting('remote_model')} to the model it serves"
             )

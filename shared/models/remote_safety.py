@@ -125,13 +125,7 @@ class RemoteSafetyModel:
             return response.json()
 
         listed = await self.server.acall(send, "its model list (/models)")
-        data = listed.get("data") if isinstance(listed, dict) else None
-        if not data or not isinstance(data[0], dict) or not data[0].get("id"):
-            raise Unavailable(
-                f"the {self.server.service}'s model server at {self.server.base_url} lists no "
-                f"model at /models; set {self.server.setting('remote_model')}"
-            )
-        return str(data[0]["id"])
+        return self.server.first_listed_model(listed, Unavailable)
 
     async def close(self) -> None:
         for client in self._clients.values():
