@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragrail.client import GatewayClient, GatewayError, batches, find_documents
+from shared.formats import CONTENT_HASH
 
-CONTENT_HASH = "content_sha256"  # the gateway's name (services/gateway/ingest/request.py)
 SYNC_ROOT = "sync_root"
 PAGE = 1000
 

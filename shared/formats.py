@@ -39,3 +39,7 @@ SUPPORTED: dict[str, str] = {
     ".tiff": IMAGE_TIFF,
 }
 """File extension (lower case, with the dot) -> canonical content type."""
+
+# The metadata key under which the gateway records the SHA-256 of the bytes each document was
+# parsed from; `ragrail sync` compares it with the file on disk.
+CONTENT_HASH = "content_sha256"

@@ -29,6 +29,7 @@ from services.gateway.ingest.pipeline import DocumentOutcome, PendingDocument
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import check_document_id
 from shared.errors import InvalidArgument
+from shared.formats import CONTENT_HASH
 
 
 @dataclass
@@ -171,12 +172,7 @@ async def parse_documents(
     ]
 
 
-# Every document's metadata records the SHA-256 of the bytes it was parsed from, computed
-# here rather than trusted from the caller: `ragrail sync` compares it with the file on disk
-# to find what changed.
-CONTENT_HASH = "content_sha256"
-
-
+# Computed here rather than trusted from the caller (shared.formats.CONTENT_HASH).
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
