@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.integration
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.rag.grounding import auto_first
 from services.gateway.settings import READER_FIRST_MODELS
 from shared.models.generator_files import packaged_gguf

@@ -14,7 +14,7 @@ import numpy as np
 import openai
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.openai_schemas import ChatMessageIn
 from services.gateway.rag.conversation import retrieval_query, turns_of
 from tests.conftest import free_port, gateway_process, grpc_service

@@ -223,7 +223,7 @@ def test_ragrail_ask_lists_each_source_with_its_page(suite, ingested) -> None:  
     [([2], ", p. 2"), ([2, 3], ", pp. 2-3"), ([1, 2, 3], ", pp. 1-3"), ([1, 3], ", pp. 1, 3")],
 )
 def test_ask_writes_the_pages_a_source_holds(pages: list[int], note: str) -> None:
-    from ragrail.cli import _page_note
+    from ragrail.show import page_note
 
-    assert _page_note({"page": pages[0], "pages": pages}) == note
-    assert _page_note({"page": None}) == ""
+    assert page_note({"page": pages[0], "pages": pages}) == note
+    assert page_note({"page": None}) == ""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from tests.conftest import gateway_process
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.ingest.parsers import SUPPORTED
 from services.gateway.routes.playground import PLAYGROUND_DIR
 

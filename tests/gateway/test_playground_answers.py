@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from tests.gateway.test_playground import ANSWER_TIMEOUT_MS, BEES, browser, needs_browser, page
 
 pytestmark = pytest.mark.integration

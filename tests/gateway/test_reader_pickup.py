@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 from tests.conftest import gateway_process
 from tests.trainers.reader_tiny import train_tiny_reader
 

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS, SAMPLE_QUESTION
+from ragrail.sample import SAMPLE_CORPUS, SAMPLE_QUESTION
 from shared.models import registry
 from tests.conftest import REPO
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragrail.cli import SAMPLE_CORPUS
+from ragrail.sample import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.integration
 RAGRAIL = [sys.executable, "-m", "ragrail.cli"]

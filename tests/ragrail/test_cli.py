@@ -148,7 +148,7 @@ def test_search_against_a_missing_gateway_says_how_to_fix_it() -> None:
 
 
 def test_rails_summary_names_the_chunks_the_retrieval_rails_changed() -> None:
-    from ragrail.cli import _rails_summary
+    from ragrail.show import rails_summary
 
     report = {
         "enabled": True,
@@ -160,12 +160,12 @@ def test_rails_summary_names_the_chunks_the_retrieval_rails_changed() -> None:
         ],
         "output": {"verdict": "block", "rail": "self check", "reason": "unsafe"},
     }
-    assert _rails_summary(report) == (
+    assert rails_summary(report) == (
         "output block by self check (unsafe); retrieval block chunk abc-000001 by injection; "
         "retrieval modify chunk abc-000002 by mask pii"
     )
-    assert _rails_summary({"enabled": True, "retrieval": []}) == "all passed"
-    assert _rails_summary({"enabled": False}) == "off"
+    assert rails_summary({"enabled": True, "retrieval": []}) == "all passed"
+    assert rails_summary({"enabled": False}) == "off"
 
 
 def test_the_http_client_imports_neither_the_gateway_nor_grpc() -> None:

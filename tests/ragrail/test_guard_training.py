@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ragrail.cli import _wait_for_rails
+from ragrail.first_start import wait_for_rails
 from ragrail.launcher import TRAIN_ARGS_ENV, TRAIN_LOG, Supervisor, guard_model_state
 from tests.conftest import free_port
 from tests.guardrails.conftest import GUARD_TRAINING, config_copy
@@ -75,7 +75,7 @@ def test_first_start_trains_the_guard_model_and_reloads_the_rails(
             assert supervisor.training is training
 
             # What `ragrail up --sample` waits on before its question.
-            assert await asyncio.wait_for(_wait_for_rails(supervisor, stop), 900)
+            assert await asyncio.wait_for(wait_for_rails(supervisor, stop), 900)
             assert supervisor.training.outcome == "done", training.log_path.read_text()[-3000:]
         finally:
             stop.set()
