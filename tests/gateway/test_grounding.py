@@ -3,7 +3,7 @@ alignment of an answer's sentences with the sources that support them (attributi
 
 from __future__ import annotations
 
-from services.gateway.rag.grounding import (
+from services.gateway.chat.grounding import (
     Evidence,
     align,
     answer_sentences,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from services.gateway.openai_schemas import ChatMessageIn
+from services.gateway.chat.protocol import ChatMessageIn
 
 
 class Turn(NamedTuple):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Histogram
 
 if TYPE_CHECKING:
-    from services.gateway.rag.protocol import ChatState
+    from services.gateway.chat.state import ChatState
 
 log = logging.getLogger("ragrail.gateway")
 

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.gateway.schemas import COLLECTION_NAME, SearchMode
-from services.gateway.validation import INT32_MAX, INT64_MAX, INT64_MIN, FilterObject
+from services.gateway.collections.protocol import COLLECTION_NAME
+from services.gateway.http.validation import INT32_MAX, INT64_MAX, INT64_MIN, FilterObject
+from services.gateway.search.protocol import SearchMode
 from shared.verdict import Verdict
 
 if TYPE_CHECKING:
-    from services.gateway.passage import Passage
+    from services.gateway.search.passage import Passage
 
 MAX_STOP_SEQUENCES = 4
 SNIPPET_CHARS = 300  # of a source's text, in its citation

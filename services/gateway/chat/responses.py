@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from services.gateway.openai_schemas import (
+from services.gateway.chat.protocol import (
     AssistantMessage,
     ChatCompletion,
     Choice,
     Citation,
     Usage,
 )
-from services.gateway.rag.protocol import ChatState
+from services.gateway.chat.state import ChatState
 
 
 def completion(chat: ChatState) -> ChatCompletion:

@@ -14,15 +14,15 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 
-from services.gateway import openai_schemas as oai
-from services.gateway.access import authorize, document_filter
-from services.gateway.clients import Services
-from services.gateway.deps import get_chat, get_services
-from services.gateway.disconnect import ClientDisconnected, cancel_on_disconnect
-from services.gateway.failures import chat_ended
-from services.gateway.principals import Action
-from services.gateway.rag.protocol import ChatState, model_id
-from services.gateway.rag.serving import ChatServing
+from services.gateway.chat import protocol as oai
+from services.gateway.chat.serving import ChatServing
+from services.gateway.chat.state import ChatState, model_id
+from services.gateway.http.access import authorize, document_filter
+from services.gateway.http.clients import Services
+from services.gateway.http.deps import get_chat, get_services
+from services.gateway.http.disconnect import ClientDisconnected, cancel_on_disconnect
+from services.gateway.http.failures import chat_ended
+from services.gateway.http.principals import Action
 from shared.errors import RagrailError
 
 log = logging.getLogger("ragrail.gateway")

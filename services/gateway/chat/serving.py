@@ -15,17 +15,17 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from services.gateway.clients import Services
-from services.gateway.openai_schemas import ChatCompletion, ChatCompletionRequest, GuardrailsReport
-from services.gateway.rag import metrics, responses
-from services.gateway.rag.conversation import turns_of
-from services.gateway.rag.protocol import Answer, ChatOptions, ChatState, Deadline, model_id
-from services.gateway.rag.stages import Stage
-from services.gateway.rag.stages.answer import Answerers, DecideAbstention
-from services.gateway.rag.stages.evidence import EvidencePrompt, SelectEvidence, load_reader
-from services.gateway.rag.stages.generate import Generate
-from services.gateway.rag.stages.rails import InputRails, OutputRails, RetrievalRails
-from services.gateway.rag.stages.retrieve import Retrieve
+from services.gateway.chat import metrics, responses
+from services.gateway.chat.conversation import turns_of
+from services.gateway.chat.protocol import ChatCompletion, ChatCompletionRequest, GuardrailsReport
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.stages.answer import Answerers, DecideAbstention
+from services.gateway.chat.stages.evidence import EvidencePrompt, SelectEvidence, load_reader
+from services.gateway.chat.stages.generate import Generate
+from services.gateway.chat.stages.rails import InputRails, OutputRails, RetrievalRails
+from services.gateway.chat.stages.retrieve import Retrieve
+from services.gateway.chat.state import Answer, ChatOptions, ChatState, Deadline, model_id
+from services.gateway.http.clients import Services
 from services.gateway.settings import GatewaySettings
 
 

@@ -7,17 +7,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from services.gateway.openai_schemas import (
+from services.gateway.chat.conversation import Turn
+from services.gateway.chat.grounding import Evidence, GroundingOptions, Reading
+from services.gateway.chat.protocol import (
     AnswerReport,
     ChatCompletionRequest,
     EvidenceSpan,
     GuardrailsReport,
     StageTimings,
 )
-from services.gateway.passage import Passage
-from services.gateway.rag.conversation import Turn
-from services.gateway.rag.grounding import Evidence, GroundingOptions, Reading
-from services.gateway.retrieval_plan import RetrievalPlan
+from services.gateway.search.passage import Passage
+from services.gateway.search.plan import RetrievalPlan
 from services.gateway.settings import GatewaySettings
 from shared.clients import GeneratorInfo, Sampling
 from shared.errors import DeadlineExceeded, FailedPrecondition

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from services.gateway import schemas
-from services.gateway.access import authorize, get_principal, readable
-from services.gateway.clients import Services
-from services.gateway.deps import get_services
-from services.gateway.principals import Action, Principal
+from services.gateway.collections import protocol
+from services.gateway.http.access import authorize, get_principal, readable
+from services.gateway.http.clients import Services
+from services.gateway.http.deps import get_services
+from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.principals import Action, Principal
 from shared.proto.ragrail.v1 import retriever_pb2
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
-NamePath = Path(pattern=schemas.COLLECTION_NAME, description="Collection name.")
+NamePath = Path(pattern=protocol.COLLECTION_NAME, description="Collection name.")
 
 
 def _collection(
     c: retriever_pb2.Collection, stats: retriever_pb2.CollectionStats | None = None
-) -> schemas.Collection:
-    return schemas.Collection(
+) -> protocol.Collection:
+    return protocol.Collection(
         name=c.name,
         dimension=c.dimension,
         description=c.description,
@@ -31,12 +32,12 @@ def _collection(
 @router.post(
     "",
     status_code=201,
-    response_model=schemas.Collection,
-    responses={403: {"model": schemas.ErrorResponse}, 409: {"model": schemas.ErrorResponse}},
+    response_model=protocol.Collection,
+    responses={403: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
 )
 async def create_collection(
-    body: schemas.CollectionCreate, request: Request, services: Services = Depends(get_services)
-) -> schemas.Collection:
+    body: protocol.CollectionCreate, request: Request, services: Services = Depends(get_services)
+) -> protocol.Collection:
     """Creates a collection sized for the running embedder's vectors (admin scope)."""
     authorize(request, Action.admin, body.name, creating=True)
     embedder = await services.embedder.info()
@@ -46,24 +47,24 @@ async def create_collection(
     return _collection(created)
 
 
-@router.get("", response_model=schemas.CollectionList)
+@router.get("", response_model=protocol.CollectionList)
 async def list_collections(
     services: Services = Depends(get_services), principal: Principal = Depends(get_principal)
-) -> schemas.CollectionList:
+) -> protocol.CollectionList:
     """The collections the key may read."""
     collections = await services.retriever.list_collections()
     names = set(readable(principal, [c.name for c in collections]))
-    return schemas.CollectionList(
+    return protocol.CollectionList(
         collections=[_collection(c) for c in collections if c.name in names]
     )
 
 
 @router.get(
-    "/{name}", response_model=schemas.Collection, responses={404: {"model": schemas.ErrorResponse}}
+    "/{name}", response_model=protocol.Collection, responses={404: {"model": ErrorResponse}}
 )
 async def get_collection(
     request: Request, name: str = NamePath, services: Services = Depends(get_services)
-) -> schemas.Collection:
+) -> protocol.Collection:
     authorize(request, Action.read, name)
     stats = await services.retriever.collection_stats(name)
     return _collection(stats.collection, stats)
@@ -72,7 +73,7 @@ async def get_collection(
 @router.delete(
     "/{name}",
     status_code=204,
-    responses={403: {"model": schemas.ErrorResponse}, 404: {"model": schemas.ErrorResponse}},
+    responses={403: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
 )
 async def delete_collection(
     request: Request, name: str = NamePath, services: Services = Depends(get_services)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
-from services.gateway import audit, schemas
-from services.gateway.access import authorize, get_principal, principal_of
-from services.gateway.clients import Services
-from services.gateway.deps import get_services, get_settings
+from services.gateway.documents import protocol
+from services.gateway.documents.router import _INGEST_BODY, authorize_ingest
+from services.gateway.http import audit
+from services.gateway.http.access import authorize, get_principal, principal_of
+from services.gateway.http.clients import Services
+from services.gateway.http.deps import get_services, get_settings
+from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.principals import OPEN, Action, Principal
 from services.gateway.ingest.jobs import IngestJobs, Job
 from services.gateway.ingest.request import read_ingest_request
-from services.gateway.principals import OPEN, Action, Principal
-from services.gateway.routes.documents import _INGEST_BODY, authorize_ingest
 from services.gateway.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1/ingest/jobs", tags=["documents"])
 JobPath = Path(max_length=64, description="The id POST /v1/ingest/jobs returned.")
-_ERRORS = {404: {"model": schemas.ErrorResponse, "description": "Unknown job."}}
+_ERRORS = {404: {"model": ErrorResponse, "description": "Unknown job."}}
 
 
 async def get_jobs(request: Request) -> IngestJobs:
@@ -26,14 +28,14 @@ async def get_jobs(request: Request) -> IngestJobs:
 @router.post(
     "",
     status_code=202,
-    response_model=schemas.IngestJob,
+    response_model=protocol.IngestJob,
     openapi_extra=_INGEST_BODY,
     responses={
-        404: {"model": schemas.ErrorResponse, "description": "Unknown collection."},
-        413: {"model": schemas.ErrorResponse, "description": "Request body too large."},
-        415: {"model": schemas.ErrorResponse, "description": "Unsupported content type."},
-        422: {"model": schemas.ErrorResponse, "description": "Invalid parameters."},
-        429: {"model": schemas.ErrorResponse, "description": "Too many jobs waiting."},
+        404: {"model": ErrorResponse, "description": "Unknown collection."},
+        413: {"model": ErrorResponse, "description": "Request body too large."},
+        415: {"model": ErrorResponse, "description": "Unsupported content type."},
+        422: {"model": ErrorResponse, "description": "Invalid parameters."},
+        429: {"model": ErrorResponse, "description": "Too many jobs waiting."},
     },
 )
 async def submit_ingest_job(
@@ -42,7 +44,7 @@ async def submit_ingest_job(
     services: Services = Depends(get_services),
     settings: GatewaySettings = Depends(get_settings),
     jobs: IngestJobs = Depends(get_jobs),
-) -> schemas.IngestJob:
+) -> protocol.IngestJob:
     """Starts ingesting the documents (the body of POST /v1/documents) in the background and
     answers at once with the job; GET its URL for progress, DELETE it to stop it. Documents
     are stored whole as the job goes, so a stopped job keeps those it reported done."""
@@ -72,33 +74,33 @@ def _job(request: Request, jobs: IngestJobs, job_id: str, action: Action) -> Job
     return job
 
 
-@router.get("", response_model=schemas.IngestJobList)
+@router.get("", response_model=protocol.IngestJobList)
 async def list_ingest_jobs(
     jobs: IngestJobs = Depends(get_jobs), principal: Principal = Depends(get_principal)
-) -> schemas.IngestJobList:
+) -> protocol.IngestJobList:
     """The jobs of this key that this gateway remembers, newest first."""
     owner = _scope(principal)
-    return schemas.IngestJobList(
+    return protocol.IngestJobList(
         jobs=[j.status() for j in reversed(jobs.jobs.values()) if owner is None or j.owner == owner]
     )
 
 
-@router.get("/{job_id}", response_model=schemas.IngestJob, responses=_ERRORS)
+@router.get("/{job_id}", response_model=protocol.IngestJob, responses=_ERRORS)
 async def get_ingest_job(
     request: Request,
     job_id: str = JobPath,
     jobs: IngestJobs = Depends(get_jobs),
-) -> schemas.IngestJob:
+) -> protocol.IngestJob:
     """A job's state (queued, running, succeeded, failed, cancelled) and progress."""
     return _job(request, jobs, job_id, Action.read).status()
 
 
-@router.delete("/{job_id}", response_model=schemas.IngestJob, responses=_ERRORS)
+@router.delete("/{job_id}", response_model=protocol.IngestJob, responses=_ERRORS)
 async def cancel_ingest_job(
     request: Request,
     job_id: str = JobPath,
     jobs: IngestJobs = Depends(get_jobs),
-) -> schemas.IngestJob:
+) -> protocol.IngestJob:
     """Stops a queued or running job (its embedding calls with it) and answers with its final
     state; a job already finished is answered as it is."""
     job = _job(request, jobs, job_id, Action.write)

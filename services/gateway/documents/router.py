@@ -6,8 +6,9 @@ import time
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from services.gateway import schemas
-from services.gateway.access import (
+from services.gateway.collections.protocol import COLLECTION_NAME
+from services.gateway.documents import protocol
+from services.gateway.http.access import (
     all_documents,
     authorize,
     check_access_lists,
@@ -15,9 +16,12 @@ from services.gateway.access import (
     hidden_document_ids,
     may_see,
 )
-from services.gateway.clients import Services
-from services.gateway.deps import get_pipeline, get_services, get_settings
-from services.gateway.disconnect import cancel_on_disconnect
+from services.gateway.http.clients import Services
+from services.gateway.http.deps import get_pipeline, get_services, get_settings
+from services.gateway.http.disconnect import cancel_on_disconnect
+from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.principals import Action, Principal
+from services.gateway.http.validation import INT32_MAX
 from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.ingest.request import (
     IngestProgress,
@@ -26,20 +30,18 @@ from services.gateway.ingest.request import (
     parse_documents,
     read_ingest_request,
 )
-from services.gateway.principals import Action, Principal
 from services.gateway.settings import GatewaySettings
-from services.gateway.validation import INT32_MAX
 from shared.errors import NotFound, PermissionDenied
 from shared.structs import struct_to_dict
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
-CollectionQuery = Query(pattern=schemas.COLLECTION_NAME, description="Collection name.")
+CollectionQuery = Query(pattern=COLLECTION_NAME, description="Collection name.")
 
 _MULTIPART_SCHEMA = {
     "type": "object",
     "required": ["collection", "files"],
     "properties": {
-        "collection": {"type": "string", "pattern": schemas.COLLECTION_NAME},
+        "collection": {"type": "string", "pattern": COLLECTION_NAME},
         "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
         "metadata": {"type": "string", "description": "JSON object merged into every document."},
         "chunk_size": {"type": "integer"},
@@ -59,13 +61,13 @@ _INGEST_BODY = {
 
 @router.post(
     "",
-    response_model=schemas.IngestResponse,
+    response_model=protocol.IngestResponse,
     openapi_extra=_INGEST_BODY,
     responses={
-        404: {"model": schemas.ErrorResponse, "description": "Unknown collection."},
-        413: {"model": schemas.ErrorResponse, "description": "Request body too large."},
-        415: {"model": schemas.ErrorResponse, "description": "Unsupported file type."},
-        422: {"model": schemas.ErrorResponse, "description": "Invalid parameters or document."},
+        404: {"model": ErrorResponse, "description": "Unknown collection."},
+        413: {"model": ErrorResponse, "description": "Request body too large."},
+        415: {"model": ErrorResponse, "description": "Unsupported file type."},
+        422: {"model": ErrorResponse, "description": "Invalid parameters or document."},
     },
 )
 async def ingest_documents(
@@ -73,7 +75,7 @@ async def ingest_documents(
     services: Services = Depends(get_services),
     settings: GatewaySettings = Depends(get_settings),
     pipeline: IngestPipeline = Depends(get_pipeline),
-) -> schemas.IngestResponse:
+) -> protocol.IngestResponse:
     """Ingests documents: multipart files (txt, md, html, pdf, docx; png, jpg, tiff by OCR)
     or JSON text.
 
@@ -88,7 +90,7 @@ async def ingest_documents(
     ingest.check_size(settings.ingest_max_mb, "RAGRAIL_GATEWAY_INGEST_MAX_MB", hint)
     progress = IngestProgress(settings.ingest_max_chunks, "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS", hint)
 
-    async def run() -> schemas.IngestResponse:
+    async def run() -> protocol.IngestResponse:
         docs = await parse_documents(ingest, settings, progress)
         options = ingest.options
         chunker = await pipeline.chunker(options.chunk_size, options.chunk_overlap)
@@ -117,9 +119,7 @@ async def authorize_ingest(request: Request, services: Services, ingest: IngestR
         )
 
 
-@router.get(
-    "", response_model=schemas.DocumentList, responses={404: {"model": schemas.ErrorResponse}}
-)
+@router.get("", response_model=protocol.DocumentList, responses={404: {"model": ErrorResponse}})
 async def list_documents(
     request: Request,
     collection: str = CollectionQuery,
@@ -127,7 +127,7 @@ async def list_documents(
     offset: int = Query(0, ge=0, le=INT32_MAX),
     services: Services = Depends(get_services),
     principal: Principal = Depends(get_principal),
-) -> schemas.DocumentList:
+) -> protocol.DocumentList:
     """The documents of a collection that the key may see, sorted by id."""
     authorize(request, Action.read, collection)
     if principal.all_documents:
@@ -142,11 +142,11 @@ async def list_documents(
             if may_see(principal, struct_to_dict(d.metadata))
         ]
         documents, total = visible[offset : offset + limit], len(visible)
-    return schemas.DocumentList(
+    return protocol.DocumentList(
         collection=collection,
         total=total,
         documents=[
-            schemas.DocumentInfo(
+            protocol.DocumentInfo(
                 id=d.id, name=d.name, chunks=d.num_chunks, metadata=struct_to_dict(d.metadata)
             )
             for d in documents
@@ -156,15 +156,15 @@ async def list_documents(
 
 @router.delete(
     "/{document_id:path}",
-    response_model=schemas.DeleteResult,
-    responses={404: {"model": schemas.ErrorResponse}},
+    response_model=protocol.DeleteResult,
+    responses={404: {"model": ErrorResponse}},
 )
 async def delete_document(
     request: Request,
     document_id: str,
     collection: str = CollectionQuery,
     services: Services = Depends(get_services),
-) -> schemas.DeleteResult:
+) -> protocol.DeleteResult:
     principal = authorize(request, Action.write, collection)
     missing = NotFound(f"document '{document_id}' is not in collection '{collection}'")
     if not principal.all_documents and document_id in await hidden_document_ids(
@@ -174,4 +174,4 @@ async def delete_document(
     deleted = await services.retriever.delete_documents(collection, [document_id])
     if deleted == 0:
         raise missing
-    return schemas.DeleteResult(deleted_chunks=deleted)
+    return protocol.DeleteResult(deleted_chunks=deleted)

@@ -16,9 +16,9 @@ from typing import Any
 from fastapi import Request
 from starlette.types import Scope
 
-from services.gateway import audit
-from services.gateway.clients import Services
-from services.gateway.principals import OPEN, Action, Principal
+from services.gateway.http import audit
+from services.gateway.http.clients import Services
+from services.gateway.http.principals import OPEN, Action, Principal
 from shared.errors import InvalidArgument, NotFound, PermissionDenied
 from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import struct_to_dict

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway import audit
-from services.gateway.errors import error_response
-from services.gateway.principals import OPEN, Keys, key_id
-from services.gateway.response_status import ResponseStatus
+from services.gateway.http import audit
+from services.gateway.http.errors import error_response
+from services.gateway.http.principals import OPEN, Keys, key_id
+from services.gateway.http.response_status import ResponseStatus
 from services.gateway.settings import GatewaySettings
 
 # Reachable without a key: liveness for orchestrators, metrics for Prometheus, the playground's

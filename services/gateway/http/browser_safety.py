@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.errors import error_response
+from services.gateway.http.errors import error_response
 from services.gateway.settings import GatewaySettings
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from services.gateway.clients import Services
+from services.gateway.chat.serving import ChatServing
+from services.gateway.http.clients import Services
 from services.gateway.ingest.pipeline import IngestPipeline
-from services.gateway.rag.serving import ChatServing
 from services.gateway.settings import GatewaySettings
 
 

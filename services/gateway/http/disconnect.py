@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.gateway.errors import error_response
+from services.gateway.http.errors import error_response
 
 T = TypeVar("T")
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for it; no standard one exists

@@ -23,8 +23,8 @@ import uuid
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.errors import error_response
-from services.gateway.rag.metrics import CHAT_REQUESTS
+from services.gateway.chat.metrics import CHAT_REQUESTS
+from services.gateway.http.errors import error_response
 
 log = logging.getLogger("ragrail.gateway")
 

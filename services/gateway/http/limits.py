@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.errors import error_response
+from services.gateway.http.errors import error_response
 
 
 class _TooLarge(Exception):

@@ -12,7 +12,7 @@ import time
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.response_status import ResponseStatus
+from services.gateway.http.response_status import ResponseStatus
 
 log = logging.getLogger("ragrail.gateway")
 HTTP_REQUESTS = Counter(

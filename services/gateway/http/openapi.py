@@ -16,14 +16,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
-from services.gateway import schemas
+from services.gateway.http.errors import ErrorResponse
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 _ERROR_JSON = {"application/json": {"schema": _ERROR_REF}}
-# Declared by hand (routes' openapi_extra, the common errors), never as a parameter or
-# response model FastAPI would see.
-_EXTRA_MODELS = (schemas.DocumentsIngest, schemas.ErrorResponse)
 _COMMON_ERRORS = {
     "4XX": "A client error: the message says what to change. Besides each route's own: 401 "
     "(API key missing or unknown), 403 (a cross-origin request), 413 (body too large), 421 "
@@ -41,9 +39,9 @@ _STREAM = {
 }
 
 
-def _add_models(document: dict[str, Any]) -> None:
+def _add_models(document: dict[str, Any], models: tuple[type[BaseModel], ...]) -> None:
     components = document.setdefault("components", {}).setdefault("schemas", {})
-    for model in _EXTRA_MODELS:
+    for model in models:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
@@ -70,7 +68,11 @@ def _fix_responses(document: dict[str, Any]) -> None:
                 responses["200"].setdefault("content", {}).update(_STREAM)
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, extra_models: tuple[type[BaseModel], ...] = ()) -> None:
+    """`extra_models`: bodies the routes declare by hand (openapi_extra), never as a parameter
+    or response model FastAPI would see; ErrorResponse (the common errors) is always added."""
+    models = (*extra_models, ErrorResponse)
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = get_openapi(
@@ -79,7 +81,7 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            _add_models(document)
+            _add_models(document, models)
             _fix_responses(document)
             app.openapi_schema = document
         return app.openapi_schema

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.errors import error_response
+from services.gateway.http.errors import error_response
 from shared.errors import InvalidArgument
 
 INT32_MAX = 2**31 - 1

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse
 
-PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "playground"
+PLAYGROUND_DIR = Path(__file__).resolve().parent
 _MEDIA_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from services.gateway.openai_schemas import ChatCompletionRequest
-from services.gateway.schemas import FusionMethod, RerankFusion, SearchMode, SearchRequest
+from services.gateway.chat.protocol import ChatCompletionRequest
+from services.gateway.search.protocol import FusionMethod, RerankFusion, SearchMode, SearchRequest
 from services.gateway.settings import GatewaySettings
 from shared.errors import FailedPrecondition
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from services.gateway import schemas
-from services.gateway.access import authorize, document_filter
-from services.gateway.clients import Services
-from services.gateway.deps import get_services, get_settings
-from services.gateway.principals import Action
-from services.gateway.retrieval_plan import RetrievalPlan
-from services.gateway.search import retrieve
+from services.gateway.http.access import authorize, document_filter
+from services.gateway.http.clients import Services
+from services.gateway.http.deps import get_services, get_settings
+from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.principals import Action
+from services.gateway.search import protocol
+from services.gateway.search.plan import RetrievalPlan
+from services.gateway.search.serving import retrieve
 from services.gateway.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -18,11 +19,11 @@ router = APIRouter(prefix="/v1", tags=["search"])
 
 @router.post(
     "/search",
-    response_model=schemas.SearchResponse,
-    responses={404: {"model": schemas.ErrorResponse}, 409: {"model": schemas.ErrorResponse}},
+    response_model=protocol.SearchResponse,
+    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
 )
 async def search(
-    body: schemas.SearchRequest,
+    body: protocol.SearchRequest,
     request: Request,
     services: Services = Depends(get_services),
     settings: GatewaySettings = Depends(get_settings),
@@ -34,13 +35,13 @@ async def search(
     body.filter = document_filter(principal, body.filter)
     plan = RetrievalPlan.for_search(body, settings, reranker=services.reranker is not None)
     (result,) = await retrieve(services, plan, body.query)
-    response = schemas.SearchResponse(
+    response = protocol.SearchResponse(
         collection=result.collection,
         mode=body.mode,
         reranked=result.reranked,
         warnings=result.warnings,
-        hits=[schemas.SearchHit.of(p) for p in result.passages],
-        timings=schemas.SearchTimings(
+        hits=[protocol.SearchHit.of(p) for p in result.passages],
+        timings=protocol.SearchTimings(
             embed_ms=result.embed_ms,
             retrieval_ms=result.retrieval_ms,
             rerank_ms=result.rerank_ms,

@@ -10,10 +10,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.gateway.clients import Services
-from services.gateway.passage import Passage
-from services.gateway.retrieval_plan import RetrievalPlan
-from services.gateway.schemas import RerankFusion, SearchMode
+from services.gateway.http.clients import Services
+from services.gateway.search.passage import Passage
+from services.gateway.search.plan import RetrievalPlan
+from services.gateway.search.protocol import RerankFusion, SearchMode
 from shared.errors import DeadlineExceeded, RagrailError, Unavailable
 from shared.proto.ragrail.v1 import retriever_pb2
 

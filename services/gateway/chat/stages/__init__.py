@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from services.gateway.clients import Services
-from services.gateway.rag import metrics
-from services.gateway.rag.protocol import ChatState
+from services.gateway.chat import metrics
+from services.gateway.chat.state import ChatState
+from services.gateway.http.clients import Services
 from services.gateway.settings import GatewaySettings
 from shared.tracing import tracer
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
-from services.gateway.openai_schemas import AnswerReport, EvidenceSpan
-from services.gateway.rag import grounding
-from services.gateway.rag.protocol import Answer, ChatState
-from services.gateway.rag.stages import Stage
-from services.gateway.rag.stages.generate import Generate
+from services.gateway.chat import grounding
+from services.gateway.chat.protocol import AnswerReport, EvidenceSpan
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.stages.generate import Generate
+from services.gateway.chat.state import Answer, ChatState
 from services.gateway.settings import GatewaySettings
 from shared.extractive import abstains
 from shared.text import sentence_spans

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from services.gateway.clients import Services
-from services.gateway.rag.conversation import Turn
-from services.gateway.rag.grounding import Evidence, Reading, evidence_text, select
-from services.gateway.rag.protocol import ChatState, Prompt
-from services.gateway.rag.stages import Stage
-from services.gateway.rag.stages.answer import Answerers
-from services.gateway.rag.stages.prompt import BuildPrompt, build_prompt
+from services.gateway.chat.conversation import Turn
+from services.gateway.chat.grounding import Evidence, Reading, evidence_text, select
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.stages.answer import Answerers
+from services.gateway.chat.stages.prompt import BuildPrompt, build_prompt
+from services.gateway.chat.state import ChatState, Prompt
+from services.gateway.http.clients import Services
 from services.gateway.settings import GatewaySettings
 from shared.clients import TokenCounts
 from shared.extractive import answer_choice, further_spans, split_passages

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 from opentelemetry import trace
 
-from services.gateway.clients import Services
-from services.gateway.rag import metrics
-from services.gateway.rag.protocol import Answer, ChatState, Prompt
+from services.gateway.chat import metrics
+from services.gateway.chat.state import Answer, ChatState, Prompt
+from services.gateway.http.clients import Services
 from shared.tracing import outgoing_metadata, tracer
 
 

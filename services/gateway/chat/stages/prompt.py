@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.gateway.passage import Passage
-from services.gateway.rag.conversation import Turn
-from services.gateway.rag.protocol import ChatState, Prompt
-from services.gateway.rag.stages import Stage
+from services.gateway.chat.conversation import Turn
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.state import ChatState, Prompt
+from services.gateway.search.passage import Passage
 from shared.clients import TokenCounts
 from shared.errors import InvalidArgument
 

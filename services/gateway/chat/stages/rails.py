@@ -3,12 +3,12 @@ answer (output), each checked by the guardrails service within the chat's deadli
 
 from __future__ import annotations
 
-from services.gateway.openai_schemas import ChunkOutcome, RailOutcome
-from services.gateway.passage import Passage
-from services.gateway.rag import metrics
-from services.gateway.rag.conversation import Turn
-from services.gateway.rag.protocol import Answer, ChatState
-from services.gateway.rag.stages import Stage
+from services.gateway.chat import metrics
+from services.gateway.chat.conversation import Turn
+from services.gateway.chat.protocol import ChunkOutcome, RailOutcome
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.state import Answer, ChatState
+from services.gateway.search.passage import Passage
 from shared.clients import GuardrailsClient, RailVerdict
 from shared.verdict import Verdict
 

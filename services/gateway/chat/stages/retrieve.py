@@ -3,10 +3,10 @@ on), searched as the chat's RetrievalPlan says in each of its collections, merge
 
 from __future__ import annotations
 
-from services.gateway.rag.conversation import retrieval_query
-from services.gateway.rag.protocol import ChatState
-from services.gateway.rag.stages import Stage
-from services.gateway.search import merge, retrieve
+from services.gateway.chat.conversation import retrieval_query
+from services.gateway.chat.stages import Stage
+from services.gateway.chat.state import ChatState
+from services.gateway.search.serving import merge, retrieve
 
 
 class Retrieve(Stage):
