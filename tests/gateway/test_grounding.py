@@ -1,4 +1,4 @@
-"""rag/grounding.py: sentences with exact offsets, evidence selection with neighbours, and the
+"""chat/grounding.py: sentences with exact offsets, evidence selection with neighbours, and the
 alignment of an answer's sentences with the sources that support them (attribution)."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Which sentence answers, and when to abstain, are shared/extractive.py's (the ben
 them).
 
 Everything here is plain text work on offsets, so that what the gateway highlights is exactly
-a slice of the passage it came from. The stages in `rag/stages/evidence.py` and
-`rag/stages/answer.py` feed it the scores the embedder and the reader give.
+a slice of the passage it came from. The stages in `chat/stages/evidence.py` and
+`chat/stages/answer.py` feed it the scores the embedder and the reader give.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from services.gateway.chat.state import ChatState
 
 log = logging.getLogger("ragrail.gateway")
+MESSAGE_LOGGED = 500  # characters of an error message in the log line
 
 STAGE_SECONDS = Histogram(
     "ragrail_chat_stage_seconds",
@@ -62,3 +63,15 @@ def record(chat: ChatState, debug_log_prompts: bool) -> None:
         extra["question"] = chat.turns[-1].text
         extra["answer"] = answer.text
     log.info("chat", extra=extra)
+
+
+def chat_ended(outcome: str, stream: bool, chat_id: str | None = None, error: str = "") -> None:
+    """Counts a chat that ended without an answer in ragrail_chat_requests_total (outcome
+    error: a service failed, before or during the stream; cancelled: the client left), with
+    one log line. Answered and blocked chats are counted by `record`."""
+    CHAT_REQUESTS.labels(outcome, str(stream).lower()).inc()
+    extra = {"id": chat_id, "outcome": outcome, "stream": stream, "error": error[:MESSAGE_LOGGED]}
+    if outcome == "error":
+        log.warning("chat failed", extra=extra)
+    else:
+        log.info("chat cancelled: the client left", extra=extra)

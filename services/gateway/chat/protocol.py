@@ -87,9 +87,17 @@ class ChatCompletionRequest(BaseModel):
     use_knowledge_base: bool | None = Field(
         None, description="Retrieve before answering; default: when a collection is named."
     )
-    vdb_top_k: int | None = Field(None, ge=1, le=1000, description="First-stage chunks.")
-    reranker_top_k: int | None = Field(
-        None, ge=1, le=100, description="Chunks offered to the model after reranking."
+    # The retrieval depths by their meaning (RetrievalPlan's names), the blueprint's on the
+    # wire. `top_k` above is OpenAI's sampling top-k, not a depth.
+    fetch_k: int | None = Field(
+        None, alias="vdb_top_k", ge=1, le=1000, description="First-stage chunks."
+    )
+    keep_k: int | None = Field(
+        None,
+        alias="reranker_top_k",
+        ge=1,
+        le=100,
+        description="Chunks offered to the model after reranking.",
     )
     enable_reranker: bool | None = Field(
         None, description="Rerank the first stage; default: when a reranker is configured."

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
-import logging
-from collections.abc import AsyncIterator
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
@@ -16,16 +13,12 @@ from fastapi.responses import StreamingResponse
 
 from services.gateway.chat import protocol as oai
 from services.gateway.chat.serving import ChatServing
-from services.gateway.chat.state import ChatState, model_id
+from services.gateway.chat.state import model_id
 from services.gateway.http.access import authorize, document_filter
 from services.gateway.http.clients import Services
 from services.gateway.http.deps import get_chat, get_services
-from services.gateway.http.disconnect import ClientDisconnected, cancel_on_disconnect
-from services.gateway.http.failures import chat_ended
 from services.gateway.http.principals import Action
-from shared.errors import RagrailError
 
-log = logging.getLogger("ragrail.gateway")
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 
@@ -44,59 +37,7 @@ async def chat_completions(
         # sources or the citations.
         body.filter = document_filter(principal, body.filter)
 
-    async def answer() -> oai.ChatCompletion:
-        return await chat.complete(await chat.prepare(body))
-
-    async def start() -> tuple[ChatState, AsyncIterator[str], str]:
-        prepared = await chat.prepare(body)
-        events = chat.stream(prepared)
-        # Errors before the first event are still HTTP errors.
-        return prepared, events, await anext(events)
-
-    # Until the answer (or its first event) is ready, a client that leaves cancels the work,
-    # the generator's gRPC call with it; once streaming, Starlette notices by itself.
-    try:
-        if not body.stream:
-            return await cancel_on_disconnect(request, answer())
-        prepared, events, first = await cancel_on_disconnect(request, start())
-    except ClientDisconnected:
-        chat_ended("cancelled", body.stream)
-        raise
-    except RagrailError as exc:
-        if exc.http_status >= 500:
-            chat_ended("error", body.stream, error=exc.message)
-        raise
-    except Exception as exc:
-        chat_ended("error", body.stream, error=type(exc).__name__)
-        raise
-
-    async def sse() -> AsyncIterator[str]:
-        try:
-            yield first
-            async for event in events:
-                yield event
-        # A client that goes away cancels this task, or closes this generator at a yield
-        # (neither is an Exception); closing `events` cancels the generator call.
-        except (asyncio.CancelledError, GeneratorExit):
-            chat_ended("cancelled", True, prepared.id)
-            raise
-        except Exception as exc:  # once streaming, a failure can only be reported in-stream
-            message = getattr(exc, "message", None)
-            if message is None:
-                log.exception("chat stream failed", extra={"id": prepared.id})
-                message = "internal error; see the gateway log"
-            # HTTP 200 with an error event: counted and logged here, or nowhere.
-            chat_ended("error", True, prepared.id, message)
-            error = {"error": {"message": message, "type": type(exc).__name__}}
-            yield f"data: {json.dumps(error)}\n\n"
-        finally:
-            await events.aclose()
-
-    return StreamingResponse(
-        sse(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return await chat.respond(body, request)
 
 
 @router.post("/embeddings")

@@ -5,15 +5,21 @@
 `prepare` turns the request into its options once and runs every stage before generation
 (raising the HTTP errors a client should see before any byte of a stream); `complete` and
 `stream` generate, run the stages after generation and answer in OpenAI's format. Each stage
-is a module of rag/stages and decides itself whether it has anything to do; every call to a
+is a module of chat/stages and decides itself whether it has anything to do; every call to a
 service gets what is left of the request's deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
 
 from services.gateway.chat import metrics, responses
 from services.gateway.chat.conversation import turns_of
@@ -26,7 +32,11 @@ from services.gateway.chat.stages.rails import InputRails, OutputRails, Retrieva
 from services.gateway.chat.stages.retrieve import Retrieve
 from services.gateway.chat.state import Answer, ChatOptions, ChatState, Deadline, model_id
 from services.gateway.http.clients import Services
+from services.gateway.http.disconnect import ClientDisconnected, cancel_on_disconnect
 from services.gateway.settings import GatewaySettings
+from shared.errors import RagrailError
+
+log = logging.getLogger("ragrail.gateway")
 
 
 class ChatServing:
@@ -139,3 +149,66 @@ class ChatServing:
         if chat.options.include_usage:
             yield responses.usage(chat, done)
         yield responses.DONE
+
+    async def respond(
+        self, body: ChatCompletionRequest, request: Request
+    ) -> ChatCompletion | StreamingResponse:
+        """The chat's HTTP answer: the completion, or its server-sent events. Until the answer
+        (or its first event) is ready, a client that leaves cancels the work; a chat that ends
+        without an answer (a failure, before or during the stream, or the client gone) is
+        counted and logged here (metrics.chat_ended), once. vLLM keeps the same in its
+        serving layer: the router only authorizes and hands the request on."""
+
+        async def answer() -> ChatCompletion:
+            return await self.complete(await self.prepare(body))
+
+        async def start() -> tuple[ChatState, AsyncIterator[str], str]:
+            prepared = await self.prepare(body)
+            events = self.stream(prepared)
+            # Errors before the first event are still HTTP errors.
+            return prepared, events, await anext(events)
+
+        # The generator's gRPC call is cancelled with the work; once streaming, Starlette
+        # notices a client that leaves by itself.
+        try:
+            if not body.stream:
+                return await cancel_on_disconnect(request, answer())
+            prepared, events, first = await cancel_on_disconnect(request, start())
+        except ClientDisconnected:
+            metrics.chat_ended("cancelled", body.stream)
+            raise
+        except RagrailError as exc:
+            if exc.http_status >= 500:
+                metrics.chat_ended("error", body.stream, error=exc.message)
+            raise
+        except Exception as exc:
+            metrics.chat_ended("error", body.stream, error=type(exc).__name__)
+            raise
+
+        async def sse() -> AsyncIterator[str]:
+            try:
+                yield first
+                async for event in events:
+                    yield event
+            # A client that goes away cancels this task, or closes this generator at a yield
+            # (neither is an Exception); closing `events` cancels the generator call.
+            except (asyncio.CancelledError, GeneratorExit):
+                metrics.chat_ended("cancelled", True, prepared.id)
+                raise
+            except Exception as exc:  # once streaming, a failure can only be reported in-stream
+                message = getattr(exc, "message", None)
+                if message is None:
+                    log.exception("chat stream failed", extra={"id": prepared.id})
+                    message = "internal error; see the gateway log"
+                # HTTP 200 with an error event: counted and logged here, or nowhere.
+                metrics.chat_ended("error", True, prepared.id, message)
+                error = {"error": {"message": message, "type": type(exc).__name__}}
+                yield f"data: {json.dumps(error)}\n\n"
+            finally:
+                await events.aclose()
+
+        return StreamingResponse(
+            sse(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )

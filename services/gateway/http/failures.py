@@ -23,7 +23,6 @@ import uuid
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.chat.metrics import CHAT_REQUESTS
 from services.gateway.http.errors import error_response
 
 log = logging.getLogger("ragrail.gateway")
@@ -132,15 +131,3 @@ class UnhandledErrors:
                 f"internal error (request id {rid}); the gateway log has the details",
                 "Internal",
             )(scope, receive, send)
-
-
-def chat_ended(outcome: str, stream: bool, chat_id: str | None = None, error: str = "") -> None:
-    """Counts a chat that ended without an answer in ragrail_chat_requests_total (outcome
-    error: a service failed, before or during the stream; cancelled: the client left), with
-    one log line. Answered and blocked chats are counted by rag.metrics.record."""
-    CHAT_REQUESTS.labels(outcome, str(stream).lower()).inc()
-    extra = {"id": chat_id, "outcome": outcome, "stream": stream, "error": error[:_MESSAGE_LOGGED]}
-    if outcome == "error":
-        log.warning("chat failed", extra=extra)
-    else:
-        log.info("chat cancelled: the client left", extra=extra)

@@ -1,17 +1,35 @@
 """How one request retrieves: depths, mode, fusion, reranking, filter and collections, decided
 once from the request and the gateway's settings. /v1/search and chat both build one and hand
-it to `search.retrieve`; each default is taken from GatewaySettings here and nowhere else, and
-the retriever is always sent explicit depths (its own defaults serve other clients)."""
+it to `search.serving.retrieve`; each default is taken from GatewaySettings here and nowhere
+else, and the retriever is always sent explicit depths (its own defaults serve other clients).
+
+Two depths, one name each from the request to the retriever call: `fetch_k`, the candidates
+taken from the retriever (per collection), and `keep_k`, the chunks kept after reranking. Their
+API names (`vdb_top_k`, `top_k`, `reranker_top_k`) exist only in the protocol modules."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from services.gateway.chat.protocol import ChatCompletionRequest
 from services.gateway.search.protocol import FusionMethod, RerankFusion, SearchMode, SearchRequest
 from services.gateway.settings import GatewaySettings
 from shared.errors import FailedPrecondition
+
+
+class ChatRetrieval(Protocol):
+    """What a chat request says about retrieval (chat/protocol.py's ChatCompletionRequest):
+    named by its fields, so that search, which chat retrieves through, imports nothing of it."""
+
+    @property
+    def collections(self) -> list[str]: ...
+
+    use_knowledge_base: bool | None
+    enable_reranker: bool | None
+    fetch_k: int | None
+    keep_k: int | None
+    search_mode: SearchMode
+    filter: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +55,9 @@ class RetrievalPlan:
         """/v1/search: top_k results (default_top_k), or reranker_top_k of search_vdb_top_k
         candidates when reranking."""
         rerank = _rerank(body.rerank, reranker, "rerank")
-        top_k = body.top_k or settings.default_top_k
-        keep = (body.reranker_top_k or top_k) if rerank else top_k
+        keep_k = body.keep_k or settings.default_top_k
+        if rerank:
+            keep_k = body.reranked_keep_k or keep_k
         return cls(
             collections=(body.collection,),
             mode=body.mode,
@@ -47,16 +66,16 @@ class RetrievalPlan:
             rrf_k=body.rrf_k or 0,
             dense_weight=body.dense_weight or 0.0,
             sparse_weight=body.sparse_weight or 0.0,
-            fetch_k=_fetch(body.vdb_top_k, rerank, settings.search_vdb_top_k, keep),
+            fetch_k=_fetch_k(body.fetch_k, rerank, settings.search_vdb_top_k, keep_k),
             rerank=rerank,
             rerank_fusion=body.rerank_fusion or RerankFusion(settings.rerank_fusion),
             rerank_rrf_k=settings.rerank_rrf_k,
-            keep_k=keep,
+            keep_k=keep_k,
         )
 
     @classmethod
     def for_chat(
-        cls, req: ChatCompletionRequest, settings: GatewaySettings, *, reranker: bool
+        cls, req: ChatRetrieval, settings: GatewaySettings, *, reranker: bool
     ) -> RetrievalPlan:
         """A chat: reranker_top_k chunks for the prompt (chat_reranker_top_k), reranked from
         chat_vdb_top_k candidates when a reranker is on."""
@@ -65,7 +84,7 @@ class RetrievalPlan:
         # Only a chat that retrieves needs the reranker it asks for.
         wanted = req.enable_reranker if collections else False
         rerank = _rerank(wanted, reranker, "enable_reranker")
-        keep = req.reranker_top_k or settings.chat_reranker_top_k
+        keep_k = req.keep_k or settings.chat_reranker_top_k
         return cls(
             collections=collections,
             mode=req.search_mode,
@@ -74,11 +93,11 @@ class RetrievalPlan:
             rrf_k=0,
             dense_weight=0.0,
             sparse_weight=0.0,
-            fetch_k=_fetch(req.vdb_top_k, rerank, settings.chat_vdb_top_k, keep),
+            fetch_k=_fetch_k(req.fetch_k, rerank, settings.chat_vdb_top_k, keep_k),
             rerank=rerank,
             rerank_fusion=RerankFusion(settings.rerank_fusion),
             rerank_rrf_k=settings.rerank_rrf_k,
-            keep_k=keep,
+            keep_k=keep_k,
         )
 
 
@@ -94,8 +113,8 @@ def _rerank(wanted: bool | None, reranker: bool, field: str) -> bool:
     return wanted
 
 
-def _fetch(asked: int | None, rerank: bool, rerank_depth: int, keep: int) -> int:
-    """First-stage depth: what the request asks, else rerank_depth candidates for the
-    cross-encoder, else just what is kept (more would be fetched to be thrown away)."""
-    depth = asked or (rerank_depth if rerank else keep)
-    return max(depth, keep)
+def _fetch_k(fetch_k: int | None, rerank: bool, rerank_fetch_k: int, keep_k: int) -> int:
+    """First-stage depth: what the request asks, else rerank_fetch_k candidates for the
+    cross-encoder, else just what is kept (more would be fetched to be thrown away); never
+    below keep_k."""
+    return max(fetch_k or (rerank_fetch_k if rerank else keep_k), keep_k)

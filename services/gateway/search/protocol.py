@@ -35,7 +35,8 @@ class RerankFusion(StrEnum):
 class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=10_000, examples=["how do bees communicate"])
     collection: str = Field(pattern=COLLECTION_NAME)
-    top_k: int | None = Field(None, ge=1, le=1000)
+    # The depths by their meaning (RetrievalPlan's names); on the wire, their API names.
+    keep_k: int | None = Field(None, alias="top_k", ge=1, le=1000)
     mode: SearchMode = SearchMode.hybrid
     filter: FilterObject | None = Field(
         None,
@@ -47,8 +48,9 @@ class SearchRequest(BaseModel):
     rrf_k: int | None = Field(None, ge=1, le=10_000)
     dense_weight: float | None = Field(None, ge=0, le=1)
     sparse_weight: float | None = Field(None, ge=0, le=1)
-    vdb_top_k: int | None = Field(
+    fetch_k: int | None = Field(
         None,
+        alias="vdb_top_k",
         ge=1,
         le=1000,
         description="Chunks taken from the retriever (first stage); default top_k, or 50 "
@@ -59,8 +61,13 @@ class SearchRequest(BaseModel):
         description="Rerank the first stage with the cross-encoder; default: when a "
         "reranker is configured.",
     )
-    reranker_top_k: int | None = Field(
-        None, ge=1, le=1000, description="Chunks kept after reranking; default top_k."
+    # keep_k when the first stage is reranked (without reranking top_k rules).
+    reranked_keep_k: int | None = Field(
+        None,
+        alias="reranker_top_k",
+        ge=1,
+        le=1000,
+        description="Chunks kept after reranking; default top_k.",
     )
     rerank_fusion: RerankFusion | None = Field(
         None,

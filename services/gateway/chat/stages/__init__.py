@@ -1,5 +1,5 @@
 """The stages of a chat, one module each. A stage reads the ChatState that earlier stages
-filled and adds its own result; `rag/serving.py` lists them in order.
+filled and adds its own result; `chat/serving.py` lists them in order.
 
 A new stage is a module here with a `Stage` subclass (its `name`, `applies` and `run`; a
 field of ChatState for its result if it has one) and one line in `ChatServing`'s

@@ -18,7 +18,7 @@ no sentence is even related to the question, or the reader finds no span more li
 "no answer" and no sentence comes close to it, the reply is the abstention ("The documents
 do not say.") with the closest sources, and nothing is generated.
 
-Support is alignment (rag/grounding.py): the share of a sentence's content words that a
+Support is alignment (chat/grounding.py): the share of a sentence's content words that a
 source holds. While streaming, each sentence is sent once it is complete and supported, so
 the first words arrive with the first grounded sentence.
 """
