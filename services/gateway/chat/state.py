@@ -157,6 +157,10 @@ class ChatState:
     reading: Reading | None = None  # the reader's best span
     abstain: bool = False  # the sources do not hold the answer
     answer_report: AnswerReport | None = None
+    # Every sentence of the answer was found supported by its sources here (extracted, or
+    # generated and checked): the output rails are told so, and the guardrails' grounding
+    # rail does not score it again (grounding is computed once per answer).
+    grounded: bool = False
     highlights: dict[int, list[EvidenceSpan]] = field(default_factory=dict)  # by source [n]
 
     def ms_since(self, start: float) -> float:

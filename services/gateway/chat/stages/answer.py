@@ -148,6 +148,7 @@ class Extract:
 
     async def complete(self, chat: ChatState) -> None:
         chat.answer = Answer(self.text(chat), "stop")
+        chat.grounded = True  # the sources' own sentences
         report = _report(chat)
         report.mode = "extractive"
 
@@ -221,6 +222,7 @@ class GroundedGenerate:
         report = _report(chat)
         if chat.options.grounding.mode == "auto":
             report.mode = "extractive"
+            chat.grounded = True
             return self.extract.text(chat)
         report.mode = "abstained"
         report.abstained = True
@@ -275,6 +277,10 @@ class GroundedGenerate:
             yield chat.answer.text
         else:
             chat.answer.text = " ".join(kept)
+            # Each kept sentence is supported, unless unsupported ones were kept marked.
+            chat.grounded = chat.options.grounding.unsupported == "drop" or not (
+                _report(chat).unsupported
+            )
 
 
 class Answerers:

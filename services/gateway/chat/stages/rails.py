@@ -121,6 +121,7 @@ class OutputRails(_RailStage):
             chat.turns,
             chat.answer.text,
             [(p.chunk_id, p.text) for p in chat.prompt.sources],
+            grounded=chat.grounded,
             timeout_s=self.timeout(chat),
         )
         chat.report.output = outcome(verdict)
