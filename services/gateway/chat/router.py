@@ -16,10 +16,15 @@ from services.gateway.chat.serving import ChatServing
 from services.gateway.chat.state import model_id
 from services.gateway.http.access import authorize, document_filter
 from services.gateway.http.clients import Services
-from services.gateway.http.deps import get_chat, get_services
+from services.gateway.http.deps import get_services
 from services.gateway.http.principals import Action
 
 router = APIRouter(prefix="/v1", tags=["openai"])
+
+
+async def get_chat(request: Request) -> ChatServing:
+    # `async def`: FastAPI runs a plain `def` dependency in its thread pool (http/deps.py).
+    return request.app.state.chat
 
 
 @router.post("/chat/completions", response_model=oai.ChatCompletion)

@@ -17,7 +17,7 @@ from services.gateway.http.access import (
     may_see,
 )
 from services.gateway.http.clients import Services
-from services.gateway.http.deps import get_pipeline, get_services, get_settings
+from services.gateway.http.deps import get_services, get_settings
 from services.gateway.http.disconnect import cancel_on_disconnect
 from services.gateway.http.errors import ErrorResponse
 from services.gateway.http.principals import Action, Principal
@@ -35,6 +35,13 @@ from shared.errors import NotFound, PermissionDenied
 from shared.structs import struct_to_dict
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
+
+
+async def get_pipeline(request: Request) -> IngestPipeline:
+    # `async def`: FastAPI runs a plain `def` dependency in its thread pool (http/deps.py).
+    return request.app.state.pipeline
+
+
 CollectionQuery = Query(pattern=COLLECTION_NAME, description="Collection name.")
 
 _MULTIPART_SCHEMA = {

@@ -1,4 +1,5 @@
-"""Objects the routes share, created by the app's lifespan and found on app.state.
+"""Objects every endpoint's routes share, created by the app's lifespan and found on
+app.state (an endpoint's own object, such as the chat's serving, is fetched by its router).
 
 `async def` on purpose: FastAPI runs a plain `def` dependency in its thread pool, a thread
 hop per dependency per request that showed in the gateway's profile."""
@@ -7,9 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from services.gateway.chat.serving import ChatServing
 from services.gateway.http.clients import Services
-from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.settings import GatewaySettings
 
 
@@ -19,11 +18,3 @@ async def get_settings(request: Request) -> GatewaySettings:
 
 async def get_services(request: Request) -> Services:
     return request.app.state.services
-
-
-async def get_pipeline(request: Request) -> IngestPipeline:
-    return request.app.state.pipeline
-
-
-async def get_chat(request: Request) -> ChatServing:
-    return request.app.state.chat
