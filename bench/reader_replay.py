@@ -12,7 +12,7 @@ them), and stores the chunks with the embedder's cosine of each sentence with th
 (`/v1/embeddings`, the cosines the gateway computes).
 
 `replay` runs each reader over those chunks in process and applies the gateway's own rules
-(shared/extractive.py, which services/gateway/rag/stages/ call): the best sentence by
+(shared/extractive.py, which services/gateway/chat/stages/ call): the best sentence by
 `--similarity-weight` times its cosine, plus `--overlap-weight` times the share of the
 question's content words it holds, plus `--margin-weight` times the reader's margin where its
 chunk's best span lies in it; the sentences of that chunk's further spans at `--min-ratio` of

@@ -1,7 +1,7 @@
 """The extractive answer over retrieved passages: their sentences, which sentence answers the
 question, which further sentences join it, and when to say the passages do not hold it.
 
-The gateway's evidence and answer stages (services/gateway/rag/) decide with these functions,
+The gateway's evidence and answer stages (services/gateway/chat/) decide with these functions,
 and `bench/reader_replay.py` replays them offline on stored search results, so a rule changed
 here is measured as it is served. Plain text work on offsets and scores: the embedder's cosines
 and the reader's spans (shared/models/reader.py) come in, nothing is called.

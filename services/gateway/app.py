@@ -12,31 +12,30 @@ from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.gateway.auth import ApiKeysAndRateLimit
-from services.gateway.browser_safety import BrowserSafety
-from services.gateway.clients import Services
-from services.gateway.disconnect import install_disconnect_handler
-from services.gateway.errors import install_error_handlers
-from services.gateway.failures import FailureAccounting, UnhandledErrors
-from services.gateway.http_metrics import RequestMetrics
+from services.gateway.chat import router as chat
+from services.gateway.chat.serving import ChatServing
+from services.gateway.collections import router as collections
+from services.gateway.documents import jobs_router as ingest_jobs
+from services.gateway.documents import router as documents
+from services.gateway.documents.protocol import DocumentsIngest
+from services.gateway.http import health
+from services.gateway.http.auth import ApiKeysAndRateLimit
+from services.gateway.http.browser_safety import BrowserSafety
+from services.gateway.http.clients import Services
+from services.gateway.http.disconnect import install_disconnect_handler
+from services.gateway.http.errors import install_error_handlers
+from services.gateway.http.failures import FailureAccounting, UnhandledErrors
+from services.gateway.http.limits import BodySizeLimit
+from services.gateway.http.metrics import RequestMetrics
+from services.gateway.http.openapi import install_openapi
+from services.gateway.http.principals import Keys
+from services.gateway.http.validation import JsonBodyGuard
 from services.gateway.ingest import ocr
 from services.gateway.ingest.jobs import IngestJobs
 from services.gateway.ingest.pipeline import IngestPipeline
-from services.gateway.limits import BodySizeLimit
-from services.gateway.openapi import install_openapi
-from services.gateway.principals import Keys
-from services.gateway.rag.serving import ChatServing
-from services.gateway.routes import (
-    collections,
-    documents,
-    health,
-    ingest_jobs,
-    openai,
-    playground,
-    search,
-)
+from services.gateway.playground import router as playground
+from services.gateway.search import router as search
 from services.gateway.settings import GatewaySettings
-from services.gateway.validation import JsonBodyGuard
 from shared.server import on_sighup
 from shared.version import VERSION
 
@@ -79,13 +78,14 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     install_disconnect_handler(app)
-    install_openapi(app)
+    # The ingest routes read their body themselves (multipart or JSON): its schema by hand.
+    install_openapi(app, extra_models=(DocumentsIngest,))
     for router in (
         collections.router,
         documents.router,
         ingest_jobs.router,
         search.router,
-        openai.router,
+        chat.router,
         health.router,
         playground.router,
     ):

@@ -223,7 +223,7 @@ class GatewaySettings(RagrailSettings):
         description="Answer returned when a guardrail blocks the question or the answer.",
     )
 
-    # -- grounded answers (rag/stages/evidence.py, rag/stages/answer.py) ---------------------
+    # -- grounded answers (chat/stages/evidence.py, chat/stages/answer.py) ---------------------
     chat_answer_mode: Literal["extractive", "generative", "auto"] = Field(
         "auto",
         description="How a grounded chat answers when the request does not say (answer_mode): "

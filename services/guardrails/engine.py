@@ -22,6 +22,7 @@ from services.guardrails import llm as ragrail_llm
 from services.guardrails.rails.base import (
     CHUNKS_VARIABLE,
     CONTEXT_VARIABLE,
+    GROUNDED_VARIABLE,
     TEXT_VARIABLES,
     Flow,
     Outcome,
@@ -60,8 +61,14 @@ class Engine(ABC):
 
     @abstractmethod
     async def check_output(
-        self, messages: list[dict[str, str]], answer: str, context: list[str]
-    ) -> Check: ...
+        self,
+        messages: list[dict[str, str]],
+        answer: str,
+        context: list[str],
+        grounded: bool = False,
+    ) -> Check:
+        """`grounded`: the caller found every sentence of the answer supported by `context`
+        (the grounding rail takes that instead of scoring it again)."""
 
 
 def engine_failed(stage: str, exc: BaseException) -> Check:
@@ -291,12 +298,17 @@ class NemoEngine(Engine):
         return check
 
     async def check_output(
-        self, messages: list[dict[str, str]], answer: str, context: list[str]
+        self,
+        messages: list[dict[str, str]],
+        answer: str,
+        context: list[str],
+        grounded: bool = False,
     ) -> Check:
         started = time.perf_counter()
         if not self.output_rails:
             return Check(ms=_ms(started))
-        history = [{"role": "context", "content": {"ragrail_context": list(context)}}]
+        variables = {"ragrail_context": list(context), "ragrail_grounded": grounded}
+        history = [{"role": "context", "content": variables}]
         history += messages or [{"role": "user", "content": NO_QUERY}]
         history.append({"role": "assistant", "content": answer})
         failures: list[tuple[str, str]] = []
@@ -358,7 +370,7 @@ class DirectEngine(Engine):
                     f"{sorted(known)}); use RAGRAIL_GUARDRAILS_ENGINE=nemo"
                 )
             self.flows.update((name, railset.flows[name][1]) for name in flows)
-        variables = {*TEXT_VARIABLES, CONTEXT_VARIABLE, CHUNKS_VARIABLE}
+        variables = {*TEXT_VARIABLES, CONTEXT_VARIABLE, CHUNKS_VARIABLE, GROUNDED_VARIABLE}
         for flow in self.flows.values():
             odd = [
                 v for v in flow.call_params().values() if v.startswith("$") and v not in variables
@@ -376,11 +388,16 @@ class DirectEngine(Engine):
         context: Any = (),
         chunks: Any = (),
         question: str | None = None,
+        grounded: bool = False,
     ) -> dict[str, Any] | Any:
         """The flow's action with the flow's parameters: its Colang variables replaced by
         the text, context or chunks of this check. On output, $user_message is the user's
         question (`question`), as in NeMo Guardrails."""
-        values = {CONTEXT_VARIABLE: list(context), CHUNKS_VARIABLE: list(chunks)}
+        values: dict[str, Any] = {
+            CONTEXT_VARIABLE: list(context),
+            CHUNKS_VARIABLE: list(chunks),
+            GROUNDED_VARIABLE: grounded,
+        }
         values.update(dict.fromkeys(TEXT_VARIABLES, text))
         if question is not None:
             values["$user_message"] = question
@@ -391,14 +408,21 @@ class DirectEngine(Engine):
         return await self.actions[flow.action](**params)
 
     async def _chain(
-        self, flows: list[str], text: str, context: list[str], question: str | None = None
+        self,
+        flows: list[str],
+        text: str,
+        context: list[str],
+        question: str | None = None,
+        grounded: bool = False,
     ) -> Check:
         started = time.perf_counter()
         original, activations = text, []
         for flow in flows:
             t = time.perf_counter()
             try:
-                value = await self._call(self.flows[flow], text, context, question=question)
+                value = await self._call(
+                    self.flows[flow], text, context, question=question, grounded=grounded
+                )
                 outcome = Outcome.of_action_value(value)
             except Exception as exc:  # NeMo's library action; ours never raise
                 log.error("rail failed", exc_info=exc, extra={"rail": flow})
@@ -422,11 +446,19 @@ class DirectEngine(Engine):
         return await self._chain(self.input_rails, messages[-1]["content"], [])
 
     async def check_output(
-        self, messages: list[dict[str, str]], answer: str, context: list[str]
+        self,
+        messages: list[dict[str, str]],
+        answer: str,
+        context: list[str],
+        grounded: bool = False,
     ) -> Check:
         users = [m["content"] for m in messages if m.get("role") == "user"]
         return await self._chain(
-            self.output_rails, answer, context, question=users[-1] if users else NO_QUERY
+            self.output_rails,
+            answer,
+            context,
+            question=users[-1] if users else NO_QUERY,
+            grounded=grounded,
         )
 
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:

@@ -147,7 +147,10 @@ class GuardrailsServicer(guardrails_pb2_grpc.GuardrailsServicer):
         self._text("answer", request.answer)
         messages = self._messages(request.messages, need_user_last=False)
         passages = self._passages("context", request.context)
-        return to_proto(await self.engine.check_output(messages, request.answer, passages))
+        check = await self.engine.check_output(
+            messages, request.answer, passages, grounded=request.grounded
+        )
+        return to_proto(check)
 
     async def Info(
         self, request: common_pb2.InfoRequest, context: grpc.aio.ServicerContext

@@ -97,13 +97,19 @@ class GuardrailsClient(TypedClient[guardrails_pb2_grpc.GuardrailsStub]):
         answer: str,
         context: Sequence[tuple[str, str]],
         *,
+        grounded: bool = False,
         timeout_s: float | None = None,
     ) -> RailVerdict:
-        """The output rails on an answer, with the (id, text) sources it was given."""
+        """The output rails on an answer, with the (id, text) sources it was given. `grounded`:
+        every sentence of the answer was found supported by those sources (the gateway's
+        grounding), so the grounding rail does not score it again."""
         result = await self.rpc.call(
             "CheckOutput",
             guardrails_pb2.CheckOutputRequest(
-                messages=_messages(messages), answer=answer, context=_passages(context)
+                messages=_messages(messages),
+                answer=answer,
+                context=_passages(context),
+                grounded=grounded,
             ),
             timeout_s=timeout_s,
         )

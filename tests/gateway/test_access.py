@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway.principals import key_digest
+from services.gateway.http.principals import key_digest
 from tests.conftest import GatewayUrl, free_port, gateway_process, grpc_service
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
-from services.gateway.rag.grounding import auto_first
+from services.gateway.chat.grounding import auto_first
 from services.gateway.settings import READER_FIRST_MODELS
 from shared.models.generator_files import packaged_gguf
 from tests.conftest import free_port, gateway_process, grpc_service
@@ -174,7 +174,7 @@ SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 def test_the_model_a_client_sees_is_the_servers_name_for_it(
     model: str, backend: str, shown: str
 ) -> None:
-    from services.gateway.rag.protocol import model_id
+    from services.gateway.chat.state import model_id
     from shared.clients import GeneratorInfo
 
     assert model_id(GeneratorInfo(model, backend, 4096, 512)) == shown

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
-from services.gateway.openai_schemas import ChatMessageIn
-from services.gateway.rag.conversation import retrieval_query, turns_of
+from services.gateway.chat.conversation import retrieval_query, turns_of
+from services.gateway.chat.protocol import ChatMessageIn
 from tests.conftest import free_port, gateway_process, grpc_service
 
 pytestmark = pytest.mark.integration

@@ -1,9 +1,9 @@
-"""rag/grounding.py: sentences with exact offsets, evidence selection with neighbours, and the
+"""chat/grounding.py: sentences with exact offsets, evidence selection with neighbours, and the
 alignment of an answer's sentences with the sources that support them (attribution)."""
 
 from __future__ import annotations
 
-from services.gateway.rag.grounding import (
+from services.gateway.chat.grounding import (
     Evidence,
     align,
     answer_sentences,

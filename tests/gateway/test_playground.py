@@ -18,7 +18,7 @@ import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.ingest.parsers import SUPPORTED
-from services.gateway.routes.playground import PLAYGROUND_DIR
+from services.gateway.playground.router import PLAYGROUND_DIR
 
 pytestmark = pytest.mark.integration
 INSTALL = "apt-get install -y --no-install-recommends chromium && pip install -e '.[dev]'"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from services.gateway.openai_schemas import ChunkOutcome, GuardrailsReport, RailOutcome
-from services.gateway.rag.stages.rails import withheld_text
+from services.gateway.chat.protocol import ChunkOutcome, GuardrailsReport, RailOutcome
+from services.gateway.chat.stages.rails import withheld_text
 from shared.verdict import Verdict
 
 

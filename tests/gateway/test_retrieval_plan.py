@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.openai_schemas import ChatCompletionRequest
-from services.gateway.retrieval_plan import RetrievalPlan
-from services.gateway.schemas import FusionMethod, RerankFusion, SearchMode, SearchRequest
+from services.gateway.chat.protocol import ChatCompletionRequest
+from services.gateway.search.plan import RetrievalPlan
+from services.gateway.search.protocol import FusionMethod, RerankFusion, SearchMode, SearchRequest
 from services.gateway.settings import GatewaySettings
 from shared.errors import FailedPrecondition
 
@@ -91,4 +91,4 @@ def test_each_retrieval_default_is_read_in_one_place(setting: str) -> None:
         for path in GATEWAY.rglob("*.py")
         if re.search(rf"\.{setting}\b", path.read_text())
     )
-    assert readers == ["retrieval_plan.py"], readers
+    assert readers == ["search/plan.py"], readers

@@ -93,7 +93,13 @@ def test_packaged_config_validates_and_names_known_flows() -> None:
 
 
 def test_direct_engine_reads_only_variables_it_can_supply() -> None:
-    variables = {"$user_message", "$bot_message", "$ragrail_context", "$ragrail_chunks"}
+    variables = {
+        "$user_message",
+        "$bot_message",
+        "$ragrail_context",
+        "$ragrail_chunks",
+        "$ragrail_grounded",
+    }
     for _, flow in flows_by_name().values():
         assert isinstance(flow, Flow)
         used = {v for v in flow.call_params().values() if v.startswith("$")}

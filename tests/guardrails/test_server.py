@@ -64,11 +64,14 @@ def check_input(target: str, text: str) -> guardrails_pb2.RailResult:
     return call(target, "CheckInput", guardrails_pb2.CheckInputRequest(messages=[message]))
 
 
-def check_output(target: str, answer: str, context: list[str]) -> guardrails_pb2.RailResult:
+def check_output(
+    target: str, answer: str, context: list[str], grounded: bool = False
+) -> guardrails_pb2.RailResult:
     request = guardrails_pb2.CheckOutputRequest(
         messages=[common_pb2.ChatMessage(role="user", content="How do bees find flowers?")],
         answer=answer,
         context=[common_pb2.TextPassage(id=str(i), text=t) for i, t in enumerate(context)],
+        grounded=grounded,
     )
     return call(target, "CheckOutput", request)
 
@@ -199,6 +202,17 @@ def test_grounded_answer_passes_and_unsupported_one_is_blocked(target: str) -> N
     assert unsupported.verdict == BLOCK, unsupported
     assert unsupported.rail == "ragrail grounding"
     assert "not supported" in unsupported.reason
+
+
+def test_an_answer_the_caller_grounded_is_not_scored_again(target: str) -> None:
+    """The gateway checked each sentence against the sources itself (`grounded`): the
+    grounding rail takes its word, so grounding is computed once per answer."""
+    result = check_output(
+        target, "The Eiffel Tower was built in Paris in 1889 for a world fair.", CONTEXT, True
+    )
+    assert result.verdict == ALLOW, result
+    grounding = [a for a in result.activations if a.rail == "ragrail grounding"]
+    assert grounding and grounding[0].reason == "grounded by the caller", result
 
 
 def test_without_context_grounding_lets_the_answer_through(target: str) -> None:

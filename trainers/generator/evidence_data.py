@@ -1,5 +1,5 @@
 """The short-evidence grounding set: the chat the gateway's evidence selection sends the
-generator (services/gateway/rag/stages/evidence.py), with the answer it should give.
+generator (services/gateway/chat/stages/evidence.py), with the answer it should give.
 
     python -m trainers.generator.evidence_data --out data/grounding-evidence
     ragrail train generator-sft --data data/grounding-evidence --name smollm2-evidence ...

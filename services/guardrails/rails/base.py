@@ -50,6 +50,8 @@ Embed = Callable[[list[str]], np.ndarray]
 # chunks (a list, None where a chunk was dropped), and the context an answer is grounded on.
 TEXT_VARIABLES = ("$user_message", "$bot_message")
 CHUNKS_VARIABLE = "$ragrail_chunks"
+# True when the caller grounded the answer in $ragrail_context itself (CheckOutputRequest.grounded).
+GROUNDED_VARIABLE = "$ragrail_grounded"
 CONTEXT_VARIABLE = "$ragrail_context"
 DEFAULT_PARAMS: dict[Stage, dict[str, str]] = {
     "input": {"text": "$user_message"},

@@ -14,7 +14,11 @@ RAIL = Rail(
             "ragrail grounding",
             "output",
             "ragrail_grounding",
-            {"text": "$bot_message", "passages": "$ragrail_context"},
+            {
+                "text": "$bot_message",
+                "passages": "$ragrail_context",
+                "grounded": "$ragrail_grounded",
+            },
         ),
     ),
     load=load,

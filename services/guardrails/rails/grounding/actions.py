@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from services.guardrails.rails.base import Embed, LoadedRail, Resources, guarded
+from services.guardrails.rails.base import Embed, LoadedRail, Outcome, Resources, guarded
 from services.guardrails.rails.grounding.settings import GroundingSettings
 from services.guardrails.rails.grounding.support import (
     CrossEncoderScorer,
@@ -82,7 +82,14 @@ def load(settings: GroundingSettings, resources: Resources) -> LoadedRail:
         settings.candidates,
     )
 
-    async def ragrail_grounding(text: str, passages: list[str] | None = None) -> dict[str, Any]:
+    async def ragrail_grounding(
+        text: str, passages: list[str] | None = None, grounded: bool = False
+    ) -> dict[str, Any]:
+        if grounded:
+            # The caller checked every sentence against this context (the gateway's grounding,
+            # chat/grounding.py): its result stands, and grounding is computed once per answer.
+            caller = Outcome(reason="grounded by the caller", details={"grounded": "caller"})
+            return await guarded("grounding", settings.on_error, lambda: caller, inline=True)
         context = [str(p) for p in passages or []]
         return await guarded("grounding", settings.on_error, lambda: rail.check(text, context))
 

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from shared.proto.ragrail.v1 import common_pb2 as ragrail_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragrail/v1/guardrails.proto\x12\nragrail.v1\x1a\x17ragrail/v1/common.proto\"z\n\x0eRailActivation\x12\x0c\n\x04rail\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.ragrail.v1.Verdict\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x04 \x01(\x01\x12\x0f\n\x07\x65rrored\x18\x05 \x01(\x08\"\xad\x01\n\nRailResult\x12$\n\x07verdict\x18\x01 \x01(\x0e\x32\x13.ragrail.v1.Verdict\x12\x0c\n\x04rail\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rmodified_text\x18\x04 \x01(\t\x12/\n\x0b\x61\x63tivations\x18\x05 \x03(\x0b\x32\x1a.ragrail.v1.RailActivation\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x01\">\n\x11\x43heckInputRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ragrail.v1.ChatMessage\"O\n\x15\x43heckRetrievalRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\'\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x17.ragrail.v1.TextPassage\"B\n\x0c\x43hunkVerdict\x12\n\n\x02id\x18\x01 \x01(\t\x12&\n\x06result\x18\x02 \x01(\x0b\x32\x16.ragrail.v1.RailResult\"W\n\x16\x43heckRetrievalResponse\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragrail.v1.ChunkVerdict\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x01\"y\n\x12\x43heckOutputRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ragrail.v1.ChatMessage\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\x07\x63ontext\x18\x03 \x03(\x0b\x32\x17.ragrail.v1.TextPassage\"~\n\x0eGuardrailsInfo\x12(\n\x07service\x18\x01 \x01(\x0b\x32\x17.ragrail.v1.ServiceInfo\x12\x13\n\x0binput_rails\x18\x02 \x03(\t\x12\x17\n\x0fretrieval_rails\x18\x03 \x03(\t\x12\x14\n\x0coutput_rails\x18\x04 \x03(\t*\\\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x11\n\rVERDICT_ALLOW\x10\x01\x12\x11\n\rVERDICT_BLOCK\x10\x02\x12\x12\n\x0eVERDICT_MODIFY\x10\x03\x32\xae\x02\n\nGuardrails\x12\x43\n\nCheckInput\x12\x1d.ragrail.v1.CheckInputRequest\x1a\x16.ragrail.v1.RailResult\x12W\n\x0e\x43heckRetrieval\x12!.ragrail.v1.CheckRetrievalRequest\x1a\".ragrail.v1.CheckRetrievalResponse\x12\x45\n\x0b\x43heckOutput\x12\x1e.ragrail.v1.CheckOutputRequest\x1a\x16.ragrail.v1.RailResult\x12;\n\x04Info\x12\x17.ragrail.v1.InfoRequest\x1a\x1a.ragrail.v1.GuardrailsInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bragrail/v1/guardrails.proto\x12\nragrail.v1\x1a\x17ragrail/v1/common.proto\"z\n\x0eRailActivation\x12\x0c\n\x04rail\x18\x01 \x01(\t\x12$\n\x07verdict\x18\x02 \x01(\x0e\x32\x13.ragrail.v1.Verdict\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x04 \x01(\x01\x12\x0f\n\x07\x65rrored\x18\x05 \x01(\x08\"\xad\x01\n\nRailResult\x12$\n\x07verdict\x18\x01 \x01(\x0e\x32\x13.ragrail.v1.Verdict\x12\x0c\n\x04rail\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rmodified_text\x18\x04 \x01(\t\x12/\n\x0b\x61\x63tivations\x18\x05 \x03(\x0b\x32\x1a.ragrail.v1.RailActivation\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x01\">\n\x11\x43heckInputRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ragrail.v1.ChatMessage\"O\n\x15\x43heckRetrievalRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\'\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x17.ragrail.v1.TextPassage\"B\n\x0c\x43hunkVerdict\x12\n\n\x02id\x18\x01 \x01(\t\x12&\n\x06result\x18\x02 \x01(\x0b\x32\x16.ragrail.v1.RailResult\"W\n\x16\x43heckRetrievalResponse\x12(\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.ragrail.v1.ChunkVerdict\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x01\"\x8b\x01\n\x12\x43heckOutputRequest\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ragrail.v1.ChatMessage\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\x07\x63ontext\x18\x03 \x03(\x0b\x32\x17.ragrail.v1.TextPassage\x12\x10\n\x08grounded\x18\x04 \x01(\x08\"~\n\x0eGuardrailsInfo\x12(\n\x07service\x18\x01 \x01(\x0b\x32\x17.ragrail.v1.ServiceInfo\x12\x13\n\x0binput_rails\x18\x02 \x03(\t\x12\x17\n\x0fretrieval_rails\x18\x03 \x03(\t\x12\x14\n\x0coutput_rails\x18\x04 \x03(\t*\\\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x11\n\rVERDICT_ALLOW\x10\x01\x12\x11\n\rVERDICT_BLOCK\x10\x02\x12\x12\n\x0eVERDICT_MODIFY\x10\x03\x32\xae\x02\n\nGuardrails\x12\x43\n\nCheckInput\x12\x1d.ragrail.v1.CheckInputRequest\x1a\x16.ragrail.v1.RailResult\x12W\n\x0e\x43heckRetrieval\x12!.ragrail.v1.CheckRetrievalRequest\x1a\".ragrail.v1.CheckRetrievalResponse\x12\x45\n\x0b\x43heckOutput\x12\x1e.ragrail.v1.CheckOutputRequest\x1a\x16.ragrail.v1.RailResult\x12;\n\x04Info\x12\x17.ragrail.v1.InfoRequest\x1a\x1a.ragrail.v1.GuardrailsInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragrail.v1.guardrails_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VERDICT']._serialized_start=921
-  _globals['_VERDICT']._serialized_end=1013
+  _globals['_VERDICT']._serialized_start=940
+  _globals['_VERDICT']._serialized_end=1032
   _globals['_RAILACTIVATION']._serialized_start=68
   _globals['_RAILACTIVATION']._serialized_end=190
   _globals['_RAILRESULT']._serialized_start=193
@@ -46,10 +46,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHUNKVERDICT']._serialized_end=579
   _globals['_CHECKRETRIEVALRESPONSE']._serialized_start=581
   _globals['_CHECKRETRIEVALRESPONSE']._serialized_end=668
-  _globals['_CHECKOUTPUTREQUEST']._serialized_start=670
-  _globals['_CHECKOUTPUTREQUEST']._serialized_end=791
-  _globals['_GUARDRAILSINFO']._serialized_start=793
-  _globals['_GUARDRAILSINFO']._serialized_end=919
-  _globals['_GUARDRAILS']._serialized_start=1016
-  _globals['_GUARDRAILS']._serialized_end=1318
+  _globals['_CHECKOUTPUTREQUEST']._serialized_start=671
+  _globals['_CHECKOUTPUTREQUEST']._serialized_end=810
+  _globals['_GUARDRAILSINFO']._serialized_start=812
+  _globals['_GUARDRAILSINFO']._serialized_end=938
+  _globals['_GUARDRAILS']._serialized_start=1035
+  _globals['_GUARDRAILS']._serialized_end=1337
 # @@protoc_insertion_point(module_scope)

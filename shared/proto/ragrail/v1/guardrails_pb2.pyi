@@ -80,14 +80,16 @@ class CheckRetrievalResponse(_message.Message):
     def __init__(self, chunks: _Optional[_Iterable[_Union[ChunkVerdict, _Mapping]]] = ..., duration_ms: _Optional[float] = ...) -> None: ...
 
 class CheckOutputRequest(_message.Message):
-    __slots__ = ("messages", "answer", "context")
+    __slots__ = ("messages", "answer", "context", "grounded")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    GROUNDED_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
     answer: str
     context: _containers.RepeatedCompositeFieldContainer[_common_pb2.TextPassage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., answer: _Optional[str] = ..., context: _Optional[_Iterable[_Union[_common_pb2.TextPassage, _Mapping]]] = ...) -> None: ...
+    grounded: bool
+    def __init__(self, messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., answer: _Optional[str] = ..., context: _Optional[_Iterable[_Union[_common_pb2.TextPassage, _Mapping]]] = ..., grounded: _Optional[bool] = ...) -> None: ...
 
 class GuardrailsInfo(_message.Message):
     __slots__ = ("service", "input_rails", "retrieval_rails", "output_rails")

@@ -1,0 +1,2 @@
+"""/v1/collections: router (the routes), protocol (their bodies), serving (to and from the
+retriever's collections)."""

@@ -1,1 +1,0 @@
-"""REST routes of the gateway, one module per resource."""
