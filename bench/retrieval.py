@@ -202,12 +202,23 @@ def embed_throughput(texts: list[str], int8_dir: Path | None, batch: int) -> dic
     return speed
 
 
-def ingest(client: GatewayClient, corpus: dict, batch: int, workers: int) -> tuple[float, int]:
+def ingest(
+    client: GatewayClient,
+    corpus: dict,
+    batch: int,
+    workers: int,
+    metadata: dict[str, dict] | None = None,
+) -> tuple[float, int]:
+    """`metadata`: per document id, the metadata to ingest it with (bench/access.py)."""
     try:
         client.http.delete(f"/v1/collections/{COLLECTION}")
     finally:
         client.ensure_collection(COLLECTION)
-    items = [{"name": did, "text": doc_text(d)} for did, d in corpus.items()]
+    extra = metadata or {}
+    items = [
+        {"name": did, "text": doc_text(d), **({"metadata": extra[did]} if did in extra else {})}
+        for did, d in corpus.items()
+    ]
     groups = [items[i : i + batch] for i in range(0, len(items), batch)]
     chunks = 0
     start = time.perf_counter()

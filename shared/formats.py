@@ -43,3 +43,10 @@ SUPPORTED: dict[str, str] = {
 # The metadata key under which the gateway records the SHA-256 of the bytes each document was
 # parsed from; `ragrail sync` compares it with the file on disk.
 CONTENT_HASH = "content_sha256"
+
+# The metadata key holding a document's access list: the groups whose keys may see it (the
+# gateway's mandatory filter tests it; no key, or null, means everyone may). The Milvus
+# backend mirrors it into scalar columns, one per group, so it holds at most
+# MAX_ACCESS_GROUPS groups on every backend.
+ACCESS_GROUPS = "access_groups"
+MAX_ACCESS_GROUPS = 8

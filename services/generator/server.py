@@ -25,6 +25,7 @@ from services.generator.backends.base import (
     GenerationRequest,
     Message,
 )
+from services.generator.prompt_log import PromptLog
 from services.generator.reload import install_reload
 from services.generator.settings import GeneratorSettings
 from services.generator.stops import StopMatcher
@@ -112,6 +113,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
         self.totals = Totals()
         # Requests running per engine (by id): a switched-out engine closes when its are done.
         self._inflight: collections.Counter[int] = collections.Counter()
+        self.prompt_log = PromptLog(settings.prompt_log_file) if settings.prompt_log_file else None
 
     def _prepare(
         self, messages: list[Message], engine: Engine | None = None
@@ -156,8 +158,11 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
         max_tokens = fit_max_tokens(sampling, len(ids), info.context_length, self.settings)
         sampling = dataclasses.replace(sampling, max_tokens=max_tokens)
         remaining = context.time_remaining()
+        rid = request.request_id or request_id(context)
+        if self.prompt_log is not None:
+            await self._runner(self.prompt_log.write, rid, prompt)
         job = GenerationRequest(
-            request_id=request.request_id or request_id(context),
+            request_id=rid,
             prompt=prompt,
             prompt_ids=tuple(ids),
             sampling=sampling,
@@ -281,6 +286,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServicer):
     async def close(self) -> None:
         await self.engine.close()
         self._runner.shutdown()
+        if self.prompt_log is not None:
+            self.prompt_log.close()
 
 
 async def build(settings: GeneratorSettings) -> Built:

@@ -115,6 +115,12 @@ class GeneratorSettings(ServiceSettings, RemoteServerSettings):
         400_000, ge=1, description="Longest request accepted, all message contents together."
     )
     max_messages: int = Field(256, ge=1, description="Most chat messages in one request.")
+    prompt_log_file: str = Field(
+        "",
+        description="Appends every prompt the engine receives (chat template applied) to this "
+        "file, one JSON line each: time, request_id, sha256, prompt. For audits and debugging; "
+        "it holds the documents' text, so it is off (empty) by default.",
+    )
     tokenizer: str = Field(
         "",
         description="triton and openai: the tokenizer and chat template of the served model, "

@@ -19,6 +19,11 @@ other field is a key of the chunk's metadata. `$and` takes a list of filter obje
 a caller AND its own conditions with someone else's filter without clashing keys (there is
 no $or, so a filter can only narrow what another `$and` branch allows).
 
+A list-valued key that a store mirrors into scalar columns (`MirroredList`: a flag saying the
+key is set, and one nullable column per element) gets $any and $unset_or_any as plain column
+tests (`slot in [...]`), which Milvus evaluates vectorised or from an index; Milvus Lite runs
+`json_contains_any` and `exists` row by row in Python (about 140 us a row).
+
 Semantics both translations share: a condition on a metadata key the chunk lacks (or holds
 null) is false, $ne and $nin included, so `{"tag": {"$ne": "a"}}` only matches chunks that
 have a tag. Ordering operators compare numbers with numbers and strings with strings.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -254,11 +260,40 @@ def string_list(values: list[str]) -> str:
     return "[" + ", ".join(quote_string(v) for v in values) + "]"
 
 
-def to_milvus_expr(f: MetadataFilter) -> str:
-    return " and ".join(_condition_expr(c) for c in f.conditions)
+@dataclass(frozen=True)
+class MirroredList:
+    """Scalar columns holding a list-valued metadata key: `listed` is true when the key is set
+    (not missing, not null), whatever it holds; `slots` hold its string elements in order,
+    null past the last. A scalar where a list belongs is listed with no slots, so it matches
+    nothing, as `_holds` has it."""
+
+    listed: str
+    slots: tuple[str, ...]
 
 
-def _condition_expr(c: Condition) -> str:
+def to_milvus_expr(f: MetadataFilter, mirrored: Mapping[str, MirroredList] | None = None) -> str:
+    """`mirrored`: the collection's list-valued keys kept in scalar columns, by key."""
+    return " and ".join(_condition_expr(c, mirrored or {}) for c in f.conditions)
+
+
+def _mirrored_expr(c: Condition, columns: MirroredList) -> str:
+    assert isinstance(c.value, tuple)
+    values = "[" + ", ".join(literal(v) for v in c.value) + "]"
+    tests = [f"{slot} in {values}" for slot in columns.slots]
+    if c.op == "$unset_or_any":
+        tests.insert(0, f"{columns.listed} == false")
+    return "(" + " or ".join(tests) + ")"
+
+
+def _condition_expr(c: Condition, mirrored: Mapping[str, MirroredList]) -> str:
+    columns = mirrored.get(c.field)
+    if (
+        columns is not None
+        and c.op in MEMBERSHIP_OPS
+        # The slots hold strings only; another kind of value is left to the JSON test.
+        and all(isinstance(v, str) for v in c.value)  # type: ignore[union-attr]
+    ):
+        return _mirrored_expr(c, columns)
     lhs = c.field if c.is_column else f"metadata[{quote_string(c.field)}]"
     if c.op in _MILVUS_OPS:
         assert not isinstance(c.value, tuple)

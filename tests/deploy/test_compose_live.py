@@ -37,7 +37,32 @@ PROJECT = "ragrail-test"
 SAMPLE = REPO / "samples" / "corpus"
 QUESTION = "how do honeybees tell each other where food is?"
 COLLECTION = "sample"
-KEY = "test-key-" + "0" * 24
+KEY = "test-key-" + "0" * 24  # ops: every collection and document
+KEY_A = "test-key-team-a-" + "1" * 16
+KEY_B = "test-key-team-b-" + "2" * 16
+# The key file is the YAML of scoped keys (services/gateway/README.md, Multi-user), mounted as
+# the compose secret: two teams that share `sample` and each see only their own documents.
+KEY_FILE = f"""keys:
+  - name: ops
+    key: {KEY}
+    read: ["*"]
+    write: ["*"]
+    admin: ["*"]
+    groups: ["*"]
+  - name: team-a
+    key: {KEY_A}
+    read: ["sample", "team_a"]
+    write: ["team_a"]
+    admin: ["team_a"]
+    groups: ["team-a"]
+  - name: team-b
+    key: {KEY_B}
+    read: ["sample", "team_b"]
+    write: ["team_b"]
+    admin: ["team_b"]
+    groups: ["team-b"]
+"""
+TEAM_B_SECRET = "the Osprey budget code is QUILL-4"
 # A deny-list pattern only the swapped-in guardrails config has.
 CANARY = "ragrail swap canary"
 FIGURES: dict[str, dict[str, Any]] = {}
@@ -195,7 +220,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     models = work / "models"
     prepare_models(models)
     keys = work / "api_keys"
-    keys.write_text(KEY + "\n", encoding="utf-8")
+    keys.write_text(KEY_FILE, encoding="utf-8")
     keys.chmod(0o644)
     port = free_port()
     env = {
@@ -387,6 +412,32 @@ def test_gateway_requires_the_api_key(stack: Stack) -> None:
         assert http.post("/v1/search", json=body).status_code == 401
     with stack.client() as http:
         assert http.post("/v1/search", json=body).status_code == 200
+
+
+def test_two_scoped_keys_see_only_their_own(stack: Stack) -> None:
+    """The key file mounted as a secret scopes each team: team B's document in the shared
+    collection is found by team B and never by team A; team A cannot see team B's
+    collection, nor write to the shared one."""
+    doc = {"id": "b-budget.md", "name": "b-budget.md", "text": f"Team B: {TEAM_B_SECRET}.",
+           "metadata": {"access_groups": ["team-b"]}}  # fmt: skip
+    with stack.client() as ops:
+        reply = ops.post("/v1/documents", json={"collection": COLLECTION, "documents": [doc]})
+        assert reply.status_code == 200, reply.text
+        assert ops.post("/v1/collections", json={"name": "team_b"}).status_code in (201, 409)
+    query = {"query": "Osprey budget code", "collection": COLLECTION, "top_k": 20}
+    with stack.client(KEY_B) as b:
+        hits = b.post("/v1/search", json=query).json()["hits"]
+        assert "b-budget.md" in {h["document_id"] for h in hits}
+    with stack.client(KEY_A) as a:
+        reply = a.post("/v1/search", json=query)
+        assert reply.status_code == 200 and "QUILL-4" not in reply.text
+        listed = {c["name"] for c in a.get("/v1/collections").json()["collections"]}
+        assert COLLECTION in listed and "team_b" not in listed
+        assert a.get("/v1/collections/team_b").status_code == 404
+        documents = a.get("/v1/documents", params={"collection": COLLECTION}).text
+        assert "b-budget.md" not in documents
+        reply = a.post("/v1/documents", json={"collection": COLLECTION, "documents": [doc]})
+        assert reply.status_code == 403
 
 
 def test_sample_is_ingested_searched_and_answered(stack: Stack) -> None:

@@ -1,7 +1,8 @@
 """Adversarial access tests: two teams' scoped keys and documents, through the running services
 (embedder, generator and a retriever on Milvus Lite or FAISS), every route tried with the
 wrong key. Team A must never see a chunk of team B's: not in hits, documents, sources,
-citations or answers, whatever filter it sends."""
+citations, answers or the prompt the generator receives (its RAGRAIL_GENERATOR_PROMPT_LOG_FILE),
+whatever filter it sends."""
 
 from __future__ import annotations
 
@@ -70,23 +71,40 @@ class Gateway:
     url: GatewayUrl
     keys: Path
     log: Path
+    prompts: Path  # the generator's prompt log: every prompt it received, a JSON line each
 
     def as_(self, key: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=120)
 
 
+@pytest.fixture(scope="module")
+def generator(suite, tmp_path_factory) -> Iterator[tuple[str, Path]]:  # type: ignore[no-untyped-def]
+    """A generator of this module's own that logs the prompts it receives: (target, log)."""
+    tmp = tmp_path_factory.mktemp("access-generator")
+    prompts = tmp / "prompts.jsonl"
+    env = {"RAGRAIL_GENERATOR_PROMPT_LOG_FILE": str(prompts)}
+    with grpc_service("services.generator", "GENERATOR", env, tmp / "generator.log") as target:
+        yield str(target), prompts
+
+
 @pytest.fixture(scope="module", params=["milvus", "faiss"])
-def gw(request, suite, tmp_path_factory) -> Iterator[Gateway]:  # type: ignore[no-untyped-def]
+def gw(request, generator, tmp_path_factory) -> Iterator[Gateway]:  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp(f"access-{request.param}")
     keys = tmp / "keys.yaml"
     keys.write_text(KEY_FILE)
     log = tmp / "gateway.log"
+    generator_url, prompts = generator
     with (
         _retriever(request.param, tmp) as retriever_url,
-        gateway_process(log, api_keys_file=str(keys), retriever_url=retriever_url) as url,
+        gateway_process(
+            log,
+            api_keys_file=str(keys),
+            retriever_url=retriever_url,
+            generator_url=generator_url,
+        ) as url,
     ):
-        gateway = Gateway(url, keys, log)
+        gateway = Gateway(url, keys, log, prompts)
         _seed(gateway)
         yield gateway
         ops = gateway.as_(KEY_OPS)
@@ -277,6 +295,9 @@ def test_ingest_cannot_hand_documents_to_another_group(gw: Gateway) -> None:
         assert reply.status_code == 403 and "team-b" in _error(reply)["message"]
     reply = a.post("/v1/documents", json={**doc, "metadata": {"access_groups": "team-a"}})
     assert reply.status_code == 422
+    nine = {"access_groups": [f"g{i}" for i in range(9)]}
+    reply = gw.as_(KEY_OPS).post("/v1/documents", json={**doc, "metadata": nine})
+    assert reply.status_code == 422 and "at most 8" in _error(reply)["message"], reply.text
     form = {"collection": "shared", "metadata": json.dumps({"access_groups": ["team-b"]})}
     reply = a.post("/v1/documents", data=form, files=[("files", ("gift.md", b"planted"))])
     assert reply.status_code == 403
@@ -304,6 +325,46 @@ def test_a_chat_naming_another_groups_document_cannot_reach_it(gw: Gateway, stre
         if not stream:
             cited = {c["document_id"] for c in reply.json()["citations"]}
             assert "b-plan.md" not in cited
+
+
+def _chat_prompts(gw: Gateway, key: str, question: str, stream: bool, **extra: Any) -> list[str]:
+    """The prompts the generator received for one chat (the module's chats run one at a
+    time, and only this module's gateways use its generator)."""
+    before = gw.prompts.stat().st_size if gw.prompts.exists() else 0
+    body = {
+        "model": "any",
+        "messages": [{"role": "user", "content": question}],
+        "collection": "shared",
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": stream,
+        "answer_mode": "generative",
+        "evidence_selection": False,
+        "enable_grounding": False,
+        **extra,
+    }
+    reply = gw.as_(key).post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    with gw.prompts.open("rb") as log:
+        log.seek(before)
+        prompts = [json.loads(line)["prompt"] for line in log.read().splitlines()]
+    assert prompts, "the chat reached no generator"
+    return prompts
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_generator_never_receives_another_groups_chunk(gw: Gateway, stream: bool) -> None:
+    """Read where the model reads it: the prompt the generator received."""
+    b_texts = [SECRET_B, DOCS["team_b"][0][1], DOCS["shared"][1][1]]
+    widest = {"vdb_top_k": 20, "reranker_top_k": 20}
+    for extra in ({"filter": {"document_id": "b-plan.md"}}, {}, widest):
+        for prompt in _chat_prompts(gw, KEY_A, QUESTION_B, stream, **extra):
+            assert not [t for t in b_texts if t in prompt], prompt
+    # The log does show what retrieval put in front of the model: team A's own plan, and
+    # team B's plan for a key that may see it, reach the prompt for the same kind of question.
+    own = _chat_prompts(gw, KEY_A, "What is the Kestrel migration codename in a-plan.md?", stream)
+    assert any(SECRET_A in prompt for prompt in own)
+    assert any(SECRET_B in prompt for prompt in _chat_prompts(gw, KEY_OPS, QUESTION_B, stream))
 
 
 # -- jobs, audit, reload -------------------------------------------------------------------

@@ -273,3 +273,111 @@ def test_file_picker_offers_every_type_the_gateway_parses() -> None:
     parser = Inputs()
     parser.feed((PLAYGROUND_DIR / "index.html").read_text(encoding="utf-8"))
     assert set(re.split(r"\s*,\s*", parser.accept)) == set(SUPPORTED)
+
+
+# -- a gateway with scoped keys ------------------------------------------------------------
+
+KEY_A = "rr-play-team-a-0123456789"
+KEY_OPS = "rr-play-ops-9876543210"
+SCOPED_KEYS = f"""
+keys:
+  - name: team-a
+    key: {KEY_A}
+    read: ["play_a", "play_shared"]
+    groups: ["team-a"]
+  - name: ops
+    key: {KEY_OPS}
+    read: ["*"]
+    write: ["*"]
+    admin: ["*"]
+    groups: ["*"]
+"""
+
+
+@pytest.fixture(scope="module")
+def keyed_gateway(suite: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """A gateway on the suite's services whose key file has team A and an ops key, with a
+    collection of team A's, one of team B's and a shared one holding a document of each."""
+    import httpx
+
+    from tests.conftest import gateway_process
+
+    keys = tmp_path_factory.mktemp("playground-keys") / "keys.yaml"
+    keys.write_text(SCOPED_KEYS)
+    with gateway_process(api_keys_file=str(keys)) as url:
+        ops = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {KEY_OPS}"}, timeout=120
+        )
+        docs = {
+            "play_a": [("a-notes.md", None)],
+            "play_b": [("b-notes.md", None)],
+            "play_shared": [("a-plan.md", ["team-a"]), ("b-plan.md", ["team-b"])],
+        }
+        for name, items in docs.items():
+            ops.delete(f"/v1/collections/{name}")
+            assert ops.post("/v1/collections", json={"name": name}).status_code == 201
+            documents = [
+                {"id": doc, "name": doc, "text": f"Notes of {doc}.",
+                 "metadata": {"access_groups": g} if g else {}}
+                for doc, g in items
+            ]  # fmt: skip
+            reply = ops.post("/v1/documents", json={"collection": name, "documents": documents})
+            assert reply.status_code == 200, reply.text
+        yield url
+        for name in docs:
+            ops.delete(f"/v1/collections/{name}")
+
+
+@needs_browser
+def test_the_page_asks_for_a_key_and_shows_only_what_it_may_see(
+    browser: Any, keyed_gateway: str
+) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(base_url=keyed_gateway)
+    sent: list[str | None] = []
+    context.on(
+        "request",
+        lambda r: sent.append(r.headers.get("authorization")) if "/v1/documents" in r.url else None,
+    )
+    try:
+        page = context.new_page()
+        page.goto("/")
+        prompt = page.get_by_role("form", name="This gateway needs an API key")
+        expect(prompt).to_be_visible()
+        expect(page.get_by_role("status", name="Key status")).to_contain_text("missing API key")
+
+        page.get_by_label("Your API key").fill("rr-not-a-key-000000")
+        page.get_by_role("button", name="Use key").click()
+        expect(page.get_by_role("status", name="Key status")).to_contain_text("unknown API key")
+        expect(prompt).to_be_visible()
+
+        page.get_by_label("Your API key").fill(KEY_A)
+        page.get_by_role("button", name="Use key").click()
+        expect(prompt).to_be_hidden()
+        collection = page.get_by_label("Collection", exact=True)
+        options = collection.locator("option")
+        expect(options).to_have_text(["(none: ask the model directly)", "play_a", "play_shared"])
+        collection.select_option("play_shared")
+        documents = page.get_by_role("list", name="Documents")
+        expect(documents).to_contain_text("a-plan.md")
+        expect(documents).not_to_contain_text("b-plan.md")
+        assert f"Bearer {KEY_A}" in sent
+
+        # Kept for this tab: a reload does not ask again.
+        page.reload()
+        expect(options).to_have_text(["(none: ask the model directly)", "play_a", "play_shared"])
+        expect(prompt).to_be_hidden()
+        assert page.evaluate("sessionStorage.getItem('ragrail.apiKey')") == KEY_A
+        assert page.evaluate("localStorage.getItem('ragrail.apiKey')") is None
+    finally:
+        context.close()
+    # A new session (another browser context) starts without it.
+    fresh = browser.new_context(base_url=keyed_gateway)
+    try:
+        page = fresh.new_page()
+        page.goto("/")
+        expect(page.get_by_role("form", name="This gateway needs an API key")).to_be_visible()
+    finally:
+        fresh.close()

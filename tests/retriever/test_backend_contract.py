@@ -604,3 +604,34 @@ def test_membership_filters_agree_on_every_backend(
     assert {h.chunk.id for h in everything if matches(parsed, h.chunk)} == expected
     # Top-k is taken among the chunks that pass, not cut before the filter.
     assert len(store.dense_search("acl", unit(1, 1, 1, 7), 2, parsed)) == min(2, len(expected))
+
+
+def test_access_list_members_of_other_kinds_and_order(store: VectorStore) -> None:
+    """Members that are not strings are never a group; a group found in any position counts
+    (Milvus keeps each position in a column of its own)."""
+    store.create_collection("acl", DIM)
+    groups: list[Any] = [[1, "team-b"], [True], ["x"] * 7 + ["team-a"], ["team-a", None]]
+    store.upsert(
+        "acl",
+        [
+            make_chunk(f"m{i}", 0, f"mixed {i}", unit(1, 1, 1, i + 1), {"access_groups": g})
+            for i, g in enumerate(groups)
+        ],
+    )
+    for flt, expected in (
+        ({"access_groups": {"$unset_or_any": ["team-a"]}}, {"m2:0", "m3:0"}),
+        ({"access_groups": {"$any": ["team-b"]}}, {"m0:0"}),
+        ({"access_groups": {"$unset_or_any": [""]}}, set()),
+    ):
+        parsed = parse_filter(flt)
+        assert set(ids(store.dense_search("acl", unit(1, 1, 1, 1), 10, parsed))) == expected
+        assert set(ids(store.sparse_search("acl", "mixed", 10, parsed))) == expected
+
+
+def test_access_list_of_more_than_eight_groups_is_refused(store: VectorStore) -> None:
+    store.create_collection("acl", DIM)
+    nine = {"access_groups": [f"g{i}" for i in range(9)]}
+    with pytest.raises(InvalidArgument, match="lists 9 groups; a document may name at most 8"):
+        store.upsert("acl", [make_chunk("a", 0, metadata=nine)])
+    store.upsert("acl", [make_chunk("a", 0, metadata={"access_groups": nine["access_groups"][:8]})])
+    assert store.count("acl") == (1, 1)

@@ -11,6 +11,7 @@ from services.retriever.backends.base import ChunkRecord
 from services.retriever.filters import (
     Condition,
     MetadataFilter,
+    MirroredList,
     matches,
     parse_filter,
     quote_string,
@@ -266,6 +267,30 @@ def test_membership_milvus_expressions() -> None:
         '(not exists metadata["access_groups"] or '
         'json_contains_any(metadata["access_groups"], ["t\\"x"]))'
     )
+
+
+def test_membership_on_mirrored_columns() -> None:
+    """A list mirrored into columns is tested on them; other keys, other operators and
+    values that are not strings keep the JSON test."""
+    mirrored = {"access_groups": MirroredList("listed", ("s0", "s1"))}
+
+    def on_columns(d: dict[str, Any]) -> str:
+        f = parse_filter(d)
+        assert f is not None
+        return to_milvus_expr(f, mirrored)
+
+    assert on_columns({"access_groups": {"$unset_or_any": ['t"x', "b"]}}) == (
+        '(listed == false or s0 in ["t\\"x", "b"] or s1 in ["t\\"x", "b"])'
+    )
+    assert on_columns({"access_groups": {"$any": ["a"]}}) == '(s0 in ["a"] or s1 in ["a"])'
+    assert on_columns({"$and": [{"year": 2021}, {"access_groups": {"$any": ["a"]}}]}) == (
+        'metadata["year"] == 2021 and (s0 in ["a"] or s1 in ["a"])'
+    )
+    assert on_columns({"access_groups": {"$any": ["a", 1]}}) == expr(
+        {"access_groups": {"$any": ["a", 1]}}
+    )
+    assert on_columns({"access_groups": {"$eq": "a"}}) == 'metadata["access_groups"] == "a"'
+    assert on_columns({"tags": {"$any": ["a"]}}) == 'json_contains_any(metadata["tags"], ["a"])'
 
 
 @pytest.mark.parametrize(

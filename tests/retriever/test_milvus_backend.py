@@ -14,7 +14,10 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
+from services.retriever.backends.base import SearchRequest
 from services.retriever.backends.milvus import MilvusStore
+from services.retriever.backends.milvus.schema import PROP_ANALYZER, PROP_SCHEMA, collection_schema
+from services.retriever.filters import parse_filter
 from shared.errors import DeadlineExceeded, NotFound, Unavailable
 from tests.retriever.stores import DIM, make_chunk, unit
 
@@ -90,6 +93,58 @@ def test_concurrent_first_reads_after_reopening(docs: MilvusStore, location: str
         assert all(n > 0 for n in found), found
     finally:
         reopened.close()
+
+
+# -- access lists -----------------------------------------------------------------------
+
+
+def test_access_filter_tests_columns_not_json(docs: MilvusStore) -> None:
+    """The mandatory access filter is a plain column test (Lite runs JSON functions row by row
+    in Python); the rows carry the columns."""
+    flt = parse_filter({"$and": [{"year": 2019}, {"access_groups": {"$unset_or_any": ["a"]}}]})
+    expression = docs._filter_expr(SearchRequest("docs", 3, flt, False))
+    assert expression.startswith('metadata["year"] == 2019 and (access_listed == false or ')
+    assert "json_contains_any" not in expression and "exists" not in expression
+    docs.upsert("docs", [make_chunk("z", 0, metadata={"access_groups": ["a", "b"]})])
+    (row,) = docs._client.query(
+        "ragrail_docs",
+        filter='id == "z:0"',
+        output_fields=["access_listed", "access_0", "access_1", "access_2"],
+    )
+    assert (row["access_listed"], row["access_0"], row["access_1"], row["access_2"]) == (
+        True, "a", "b", None,
+    )  # fmt: skip
+
+
+def test_collection_without_access_columns_keeps_the_json_test(store: MilvusStore) -> None:
+    """A collection made before schema version 3 has no access columns: its rows are written
+    without them and its filters test the JSON metadata."""
+    old = collection_schema(DIM)
+    old.fields[:] = [f for f in old.fields if not f.name.startswith("access_")]
+    store._client.create_collection(
+        "ragrail_old",
+        schema=old,
+        properties={PROP_ANALYZER: store._analyzer.signature, PROP_SCHEMA: "2"},
+    )
+    params = store._client.prepare_index_params()
+    params.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
+    params.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    store._client.create_index("ragrail_old", params, sync=False)
+    store._client.load_collection("ragrail_old")
+    store.upsert(
+        "old",
+        [
+            make_chunk("a", 0, metadata={"access_groups": ["team-a"]}),
+            make_chunk("b", 0, metadata={"access_groups": ["team-b"]}),
+            make_chunk("o", 0, metadata={}),
+        ],
+    )
+    flt = parse_filter({"access_groups": {"$unset_or_any": ["team-a"]}})
+    assert "json_contains_any" in store._filter_expr(SearchRequest("old", 3, flt, False))
+    assert {h.chunk.id for h in store.dense_search("old", unit(1, 1, 1, 1), 5, flt)} == {
+        "a:0",
+        "o:0",
+    }
 
 
 # -- processes --------------------------------------------------------------------------

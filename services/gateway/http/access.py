@@ -20,10 +20,11 @@ from services.gateway.http import audit
 from services.gateway.http.clients import Services
 from services.gateway.http.principals import OPEN, Action, Principal
 from shared.errors import InvalidArgument, NotFound, PermissionDenied
+from shared.formats import ACCESS_GROUPS, MAX_ACCESS_GROUPS
 from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import struct_to_dict
 
-ACCESS_FIELD = "access_groups"
+ACCESS_FIELD = ACCESS_GROUPS
 
 
 def principal_of(request: Request) -> Principal:
@@ -107,6 +108,11 @@ def check_access_lists(
         if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
             raise InvalidArgument(
                 f'metadata.{ACCESS_FIELD} must be a list of group names, e.g. ["team-a"]'
+            )
+        if len(groups) > MAX_ACCESS_GROUPS:
+            raise InvalidArgument(
+                f"metadata.{ACCESS_FIELD} lists {len(groups)} groups; a document may name at "
+                f"most {MAX_ACCESS_GROUPS} (make a group that covers several teams)"
             )
         if principal.all_documents:
             continue

@@ -28,6 +28,51 @@ function headers(json = true) {
   return h;
 }
 
+// -- the API key ---------------------------------------------------------------------------
+// A gateway with keys answers 401 without one: the page then asks for it. The key lives in
+// sessionStorage (this tab, until it closes), never in localStorage or a cookie; the gateway
+// shows a key only the collections and documents it may read, so the page lists only those.
+
+const KEY_STORE = "ragrail.apiKey";
+
+function useKey(key) {
+  $("api-key").value = key;
+  if (key) sessionStorage.setItem(KEY_STORE, key);
+  else sessionStorage.removeItem(KEY_STORE);
+}
+
+function askForKey(message) {
+  $("key-status").textContent = message;
+  $("key-form").hidden = false;
+  $("key-input").focus();
+}
+
+async function submitKey(event) {
+  event.preventDefault();
+  useKey($("key-input").value.trim());
+  $("key-input").value = "";
+  $("key-form").hidden = true;
+  await reloadForKey();
+}
+
+async function reloadForKey() {
+  $("upload-status").textContent = "";
+  $("upload-status").className = "";
+  try {
+    await loadCollections();
+  } catch (err) {
+    $("upload-status").textContent = `collections: ${err.message}`;
+    $("upload-status").className = "error";
+  }
+}
+
+// fetch for the gateway's API: a 401 (no key, or one the gateway does not know) asks for a key.
+async function call(path, options = {}) {
+  const response = await fetch(path, options);
+  if (response.status === 401) askForKey(await errorOf(response.clone()));
+  return response;
+}
+
 // The gateway's errors are {"error": {"message", ...}}; anything else is shown as it came.
 async function errorOf(response) {
   const text = await response.text();
@@ -39,7 +84,7 @@ async function errorOf(response) {
 }
 
 async function api(path, options = {}) {
-  const response = await fetch(path, options);
+  const response = await call(path, options);
   if (!response.ok) throw new Error(await errorOf(response));
   return response.status === 204 ? null : response.json();
 }
@@ -111,7 +156,7 @@ async function createCollection(event) {
   const name = $("new-collection").value.trim();
   const status = $("upload-status");
   try {
-    const response = await fetch("/v1/collections", {
+    const response = await call("/v1/collections", {
       method: "POST",
       headers: headers(),
       body: JSON.stringify({ name }),
@@ -368,7 +413,7 @@ async function ask(event) {
   $("stop").disabled = false;
   let answer = "";
   try {
-    const response = await fetch("/v1/chat/completions", {
+    const response = await call("/v1/chat/completions", {
       method: "POST",
       headers: headers(),
       body: JSON.stringify(requestBody()),
@@ -407,6 +452,11 @@ async function ask(event) {
 // -- wiring --------------------------------------------------------------------------------
 
 function wire() {
+  $("key-form").addEventListener("submit", submitKey);
+  $("api-key").addEventListener("change", () => {
+    useKey($("api-key").value.trim());
+    reloadForKey();
+  });
   $("collection").addEventListener("change", loadDocuments);
   $("create-form").addEventListener("submit", createCollection);
   $("files").addEventListener("change", () => upload([...$("files").files]));
@@ -446,9 +496,5 @@ function wire() {
 }
 
 wire();
-loadHealth().finally(() =>
-  loadCollections().catch((err) => {
-    $("upload-status").textContent = `collections: ${err.message}`;
-    $("upload-status").className = "error";
-  }),
-);
+useKey(sessionStorage.getItem(KEY_STORE) || "");
+loadHealth().finally(reloadForKey);

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import InvalidArgument
+from shared.formats import ACCESS_GROUPS, MAX_ACCESS_GROUPS
 
 if TYPE_CHECKING:
     from services.retriever.backends.base import ChunkRecord
@@ -141,6 +142,17 @@ def metadata_json(where: str, metadata: Any, max_bytes: int | None = None) -> st
     return encoded
 
 
+def check_access_list(where: str, metadata: Any) -> None:
+    """At most MAX_ACCESS_GROUPS groups, on every backend: Milvus keeps one column per group.
+    What the list holds is not checked: a malformed list matches no group (filters.py)."""
+    groups = metadata.get(ACCESS_GROUPS) if isinstance(metadata, dict) else None
+    if isinstance(groups, list) and len(groups) > MAX_ACCESS_GROUPS:
+        raise InvalidArgument(
+            f"{where}: metadata.{ACCESS_GROUPS} lists {len(groups)} groups; a document may "
+            f"name at most {MAX_ACCESS_GROUPS} (make a group that covers several teams)"
+        )
+
+
 def _finite(values: Sequence[Any]) -> list[float] | None:
     """The values as floats, or None when one is not a finite number."""
     try:
@@ -179,6 +191,7 @@ def check_chunk(
         or not 0 <= chunk.chunk_index < 2**63
     ):
         raise InvalidArgument(f"{where}: chunk_index must be a non-negative integer")
+    check_access_list(where, chunk.metadata)
     return CheckedChunk(where, vector, metadata_json(where, chunk.metadata, limits.metadata_bytes))
 
 

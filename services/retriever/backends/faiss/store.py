@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -47,7 +48,7 @@ from services.retriever.backends.faiss.options import (
 )
 from services.retriever.backends.faiss.table import DB_FILE, SCHEMA_VERSION, ChunkTable, row, unit
 from services.retriever.backends.validation import is_collection_name, validate_collection_name
-from services.retriever.filters import MetadataFilter, matches
+from services.retriever.filters import matches
 from shared.errors import RagrailError, ResourceExhausted, Unavailable
 
 if TYPE_CHECKING:
@@ -336,7 +337,7 @@ class FaissStore(VectorStore):
             total = int(index.ntotal)
             if total == 0:
                 return []
-            cache: dict[int, bool] = {}
+            cache: dict[int, ChunkRecord | None] = {}
             depth = min(total, k if flt is None else k * 4)
             while True:
                 exhaustive = depth >= total
@@ -371,45 +372,35 @@ class FaissStore(VectorStore):
         fids: np.ndarray,
         scores: np.ndarray,
         search: SearchRequest,
-        cache: dict[int, bool],
+        cache: dict[int, ChunkRecord | None],
     ) -> list[ScoredChunk]:
-        """The first k candidates (in the given order) that pass the filter, as hits. The
-        filter is decided on rows without text, read in batches only as far as needed and
-        remembered in `cache` (fid -> passes) across deeper passes; only the k winners are
-        read whole."""
+        """The first k candidates (in the given order) that are stored and pass the filter,
+        as hits. Rows are read whole, once, k candidates first, then as many as the share
+        that passed so far says are still needed (with a margin): a filter that passes most
+        chunks costs about what no filter costs (k rows read), where deciding on rows read
+        without text first read 4k rows, then the k winners again (+17 ms a search on 560
+        chunks). `cache` (fid -> the chunk, None when it fails or is gone) carries the rows
+        read across deeper passes."""
         k, flt = search.k, search.flt
-        if flt is None:
-            chosen = [(int(f), float(s)) for f, s in zip(fids[:k], scores[:k], strict=True)]
-        else:
-            chosen = self._passing(coll, fids, scores, k, flt, cache)
-        rows = coll.table.rows([fid for fid, _ in chosen], search.include_vectors)
-        return [ScoredChunk(rows[fid], score) for fid, score in chosen if fid in rows]
-
-    @staticmethod
-    def _passing(
-        coll: OpenCollection,
-        fids: np.ndarray,
-        scores: np.ndarray,
-        k: int,
-        flt: MetadataFilter,
-        cache: dict[int, bool],
-    ) -> list[tuple[int, float]]:
-        chosen: list[tuple[int, float]] = []
-        step = max(4 * k, 256)
-        for start in range(0, len(fids), step):
+        hits: list[ScoredChunk] = []
+        start, step = 0, k
+        while start < len(fids) and len(hits) < k:
             batch = [int(f) for f in fids[start : start + step]]
             missing = [f for f in batch if f not in cache]
             if missing:
-                light = coll.table.rows(missing, include_vectors=False, text=False)
+                rows = coll.table.rows(missing, search.include_vectors)
                 for fid in missing:
-                    chunk = light.get(fid)
-                    cache[fid] = chunk is not None and matches(flt, chunk)
+                    chunk = rows.get(fid)
+                    cache[fid] = chunk if chunk is not None and matches(flt, chunk) else None
             for offset, fid in enumerate(batch):
-                if cache[fid]:
-                    chosen.append((fid, float(scores[start + offset])))
-                    if len(chosen) == k:
-                        return chosen
-        return chosen
+                chunk = cache[fid]
+                if chunk is not None:
+                    hits.append(ScoredChunk(chunk, float(scores[start + offset])))
+                    if len(hits) == k:
+                        break
+            start += len(batch)
+            step = _next_batch(k - len(hits), len(hits), start)
+        return hits
 
     def close(self) -> None:
         with self._lock:
@@ -428,3 +419,11 @@ class FaissStore(VectorStore):
             self._closed = True
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)  # releases the flock
+
+
+def _next_batch(wanted: int, passed: int, seen: int) -> int:
+    """Candidates to read next for `wanted` more hits, when `passed` of `seen` passed: what
+    that share predicts, a quarter more and at least 16; 4x what was seen when none passed."""
+    if passed == 0:
+        return 4 * seen
+    return max(16, math.ceil(wanted * seen / passed * 1.25))

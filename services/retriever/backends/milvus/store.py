@@ -33,6 +33,7 @@ from services.retriever.backends.base import (
 )
 from services.retriever.backends.milvus import errors, lite
 from services.retriever.backends.milvus.schema import (
+    MIRRORED,
     PROP_ANALYZER,
     PROP_CREATED_AT,
     PROP_DESCRIPTION,
@@ -44,12 +45,13 @@ from services.retriever.backends.milvus.schema import (
     collection_schema,
     dimension_of,
     index_params,
+    mirrored_columns,
     output_fields,
     rows_of,
     search_params,
 )
 from services.retriever.backends.validation import is_collection_name, validate_collection_name
-from services.retriever.filters import quote_string, string_list, to_milvus_expr
+from services.retriever.filters import MirroredList, quote_string, string_list, to_milvus_expr
 from shared.errors import InvalidArgument, NotFound, RagrailError
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ class MilvusStore(VectorStore):
         # Collections known to exist and be loaded, with their dimension. Plain dict/set
         # operations are atomic under the GIL, so reads need no lock.
         self._known: dict[str, int] = {}
+        # Per known collection, the metadata keys it mirrors into columns (schema.py).
+        self._mirrored: dict[str, dict[str, MirroredList]] = {}
         self._dirty: set[str] = set()  # Lite: written since the last flush
         self._closed = False
         self._client = self._connect(token)
@@ -151,6 +155,7 @@ class MilvusStore(VectorStore):
 
     def _forget(self, name: str) -> None:
         self._known.pop(name, None)
+        self._mirrored.pop(name, None)
         self._dirty.discard(name)
 
     def _open(self, name: str) -> int:
@@ -168,6 +173,7 @@ class MilvusStore(VectorStore):
         if dimension is None:
             raise collection_not_found(name)  # a foreign collection that shares the prefix
         self.check_analysis(name, (info.get("properties") or {}).get(PROP_ANALYZER))
+        self._mirrored[name] = mirrored_columns(info)
         self._known[name] = dimension
         return dimension
 
@@ -256,6 +262,7 @@ class MilvusStore(VectorStore):
                 with suppress(MilvusException):
                     self._client.drop_collection(mname, timeout=self._timeout)
                 raise
+        self._mirrored[name] = MIRRORED
         self._known[name] = dimension
         return CollectionRecord(name, dimension, description, created_at)
 
@@ -312,7 +319,7 @@ class MilvusStore(VectorStore):
 
     def upsert(self, name: str, chunks: list[ChunkRecord]) -> int:
         dimension = self._open(name)
-        rows = rows_of(chunks, dimension, name, self._analyzer)
+        rows = rows_of(chunks, dimension, name, self._analyzer, self._mirrored.get(name, {}))
         mname = self._mname(name)
         with self._write_lock:
             self._mark_dirty(name)
@@ -387,13 +394,18 @@ class MilvusStore(VectorStore):
                 data=[data],
                 anns_field=field,
                 limit=search.k,
-                filter=to_milvus_expr(search.flt) if search.flt else "",
+                filter=self._filter_expr(search),
                 output_fields=output_fields(search.include_vectors),
                 search_params=params,
                 timeout=self._timeout,
             ),
         )
         return list(results[0])
+
+    def _filter_expr(self, search: SearchRequest) -> str:
+        if search.flt is None:
+            return ""
+        return to_milvus_expr(search.flt, self._mirrored.get(search.collection))
 
     def close(self) -> None:
         with self._write_lock:
