@@ -16,11 +16,11 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from services.gateway.ingest import ocr, pdf_tables
-from services.gateway.ingest.parsers import join_pages, normalize_whitespace
+from services.gateway.ingest.normalize import join_pages, normalize_whitespace
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.parsers import ParseContext
+    from services.gateway.ingest.context import ParseContext
 
 log = logging.getLogger(__name__)
 
