@@ -597,16 +597,24 @@ def test_only_pages_with_table_rows_look_tabular() -> None:
     assert looks_tabular(cells)
 
 
-def test_pdfplumber_is_spared_pages_without_rules() -> None:
+def test_tables_are_found_on_the_ruled_page_and_their_caption_leaves_the_prose() -> None:
     from bench import docset
     from services.gateway.ingest.pdf import _PageReader
 
-    pages = _PageReader(docset.report_pdf(docset.build_reports(1)[0]), ParseContext())
+    report = docset.build_reports(1)[0]
+    pages = _PageReader(docset.report_pdf(report), ParseContext())
     try:
-        # Two prose pages, then the ruled table.
-        assert [pages.has_rulings(i) for i in range(3)] == [False, False, True]
+        # Two prose pages (no ruling lines: no table search), then the ruled table.
+        assert pages.tables(0) is None and pages.tables(1) is None
+        found = pages.tables(2)
     finally:
         pages.close()
+    assert found is not None
+    tables, rest = found
+    page, caption, rows = report.tables[0]
+    assert [(t.page, t.caption, t.rows) for t in tables] == [(page, caption, rows)]
+    assert report.pages[2][0] in " ".join(rest.split())  # the prose above it stays
+    assert caption not in " ".join(rest.split())  # the table chunk carries its caption
 
 
 @pytest.mark.parametrize(("scan_dpi", "read_dpi"), [(200, 200), (120, 200), (600, 300)])

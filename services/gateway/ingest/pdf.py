@@ -1,6 +1,6 @@
-"""PDF pages to text, page by page: the text layer (pypdf), tables (pdfplumber, on pages that
-look tabular), and OCR (pypdfium2 renders, Tesseract reads) for a page without a usable text
-layer.
+"""PDF pages to text, page by page: the text layer (pypdf), tables (pdf_tables: pdfplumber's
+finder on what PDFium reads, on pages that look tabular), and OCR (pypdfium2 renders,
+Tesseract reads) for a page without a usable text layer.
 
 One page is held at a time (its text, at most one rendered image), so a long PDF costs the
 memory of its bytes and its text, not of its pages. A page that cannot be read is skipped
@@ -15,13 +15,12 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.ingest import ocr
-from services.gateway.ingest.parsers import join_pages, normalize_whitespace
-from services.gateway.ingest.tables import make_table
+from services.gateway.ingest import ocr, pdf_tables
+from services.gateway.ingest.normalize import join_pages, normalize_whitespace
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.parsers import ParseContext
+    from services.gateway.ingest.context import ParseContext
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +34,9 @@ MIN_TEXT_CHARS = 20
 # common punctuation is garbage (a font without a Unicode map) and the page is read with OCR.
 MIN_READABLE_SHARE = 0.7
 _READABLE = re.compile(r"[\w\s.,;:!?'\"()\[\]%$€£¥&/+*=<>@#-]")
-# pdfplumber parses a whole page in Python (about 0.1 s a page on these CPUs; pypdf's text
-# takes 5 ms), so a page is given to it only when its text has table rows and it has ruling
-# lines. Rows: at least this many lines that end in two values or more side by side
+# A page is searched for tables only when its text has table rows (the search reads the page
+# a second time, with PDFium: some 20-40 ms, where pypdf's text takes 5-15 ms). Rows: at
+# least this many lines that end in two values or more side by side
 # ("Revenue 1,234 1,180", "Net income $ 12 $ (4) 7%", "Other — 12"), or twice as many lines
 # that are one value each (pypdf writes a ruled table's cells one per line). Prose with
 # figures in it ("rose from $1.2 billion in 2022 to ...") has no such lines.
@@ -45,15 +44,10 @@ MIN_NUMERIC_LINES = 3
 _NUMBER = re.compile(r"[-(]?[$€£]?\d[\d,.]*%?\)?")
 _CURRENCY = frozenset("$€£")  # "$ 12", as some tables set it
 _NIL = frozenset("\u2014\u2013-")  # a dash for nil: em, en, hyphen
-# Both of pdfplumber's strategies used here find rows between ruling lines: a page without
-# a path (line, rectangle, curve) wider or taller than this many points has no table for it.
-_MIN_RULE_PT = 3.0
 # A page image covering at least this share of the page is a scan; it is read at its own
 # resolution, but not below MIN_SCAN_DPI (Tesseract wants letters some 20 pixels high).
 _SCAN_SHARE = 0.5
 MIN_SCAN_DPI = 200
-# Above a table, this many points are searched for its caption.
-_CAPTION_BAND_PT = 36
 
 
 def readable(text: str) -> bool:
@@ -126,45 +120,33 @@ class _PageReader:
     def __init__(self, data: bytes, ctx: ParseContext) -> None:
         self.data = data
         self.ctx = ctx
-        self._plumber: Any = None
         self._pdfium: Any = None
 
     def tables(self, index: int) -> tuple[list[Any], str] | None:
-        """The tables of page `index` (0-based) and its text outside them, or None when
-        pdfplumber finds none (or fails: the text layer stays as pypdf read it)."""
-        try:
-            if self._plumber is None:
-                import pdfplumber
-
-                self._plumber = pdfplumber.open(io.BytesIO(self.data))
-            page = self._plumber.pages[index]
-            try:
-                return _plumber_tables(page, index + 1)
-            finally:
-                page.close()  # drops the page's parsed objects: memory stays per page
-        except Exception:
-            log.warning("table detection failed on page %d", index + 1, exc_info=True)
-            return None
-
-    def has_rulings(self, index: int) -> bool:
-        """Whether page `index` draws a line, rectangle or curve (its own, or in a form it
-        uses) that a table finder could take for a rule. PDFium, in C: about 1 ms a page."""
+        """The tables of page `index` (0-based) and its text outside them, or None when it
+        has none: no ruling lines (PDFium lists its paths in about 1 ms), or none that
+        pdfplumber's finder makes a table of (or a failure: the text layer stays as pypdf
+        read it)."""
         try:
             with _PDFIUM:
                 page = self._document()[index]
                 try:
-                    import pypdfium2.raw as pdfium_c
-
-                    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH]):
-                        left, bottom, right, top = obj.get_bounds()
-                        if max(right - left, top - bottom) >= _MIN_RULE_PT:
-                            return True
-                    return False
+                    left, bottom, right, top = page.get_mediabox()
+                    edges = pdf_tables.page_edges(page, top, left)
+                    if not edges:
+                        return None
+                    textpage = page.get_textpage()
+                    try:
+                        chars = pdf_tables.page_chars(textpage, top, left)
+                    finally:
+                        textpage.close()
                 finally:
                     page.close()
+            layout = pdf_tables.PageLayout(right - left, top - bottom, chars, edges)
+            return pdf_tables.find_tables(layout, index + 1)
         except Exception:
-            log.debug("could not list the paths of page %d", index + 1, exc_info=True)
-            return True  # then let pdfplumber look
+            log.warning("table detection failed on page %d", index + 1, exc_info=True)
+            return None
 
     def _document(self) -> Any:
         """The PDFium document (call with _PDFIUM held)."""
@@ -190,8 +172,6 @@ class _PageReader:
         return ocr.ocr_image(image, self.ctx.ocr)
 
     def close(self) -> None:
-        if self._plumber is not None:
-            self._plumber.close()
         if self._pdfium is not None:
             with _PDFIUM:
                 self._pdfium.close()
@@ -215,29 +195,6 @@ def render_dpi(page: Any, most: int) -> float:
     if scan is None:
         return float(most)
     return min(float(most), max(scan, MIN_SCAN_DPI))
-
-
-def _plumber_tables(page: Any, number: int) -> tuple[list[Any], str] | None:
-    found = page.find_tables()
-    if not found:
-        # Tables ruled only between rows (no vertical lines): columns from the words' edges.
-        found = page.find_tables({"vertical_strategy": "text", "horizontal_strategy": "lines"})
-    tables = []
-    boxes = []
-    for candidate in found:
-        top = candidate.bbox[1]
-        band = page.crop((0, max(0, top - _CAPTION_BAND_PT), page.width, top))
-        above = (band.extract_text() or "").strip().split("\n")
-        table = make_table(candidate.extract(), above[-1] if above else "", number)
-        if table is not None:
-            tables.append(table)
-            boxes.append(candidate.bbox)
-    if not tables:
-        return None
-    rest = page
-    for box in boxes:
-        rest = rest.outside_bbox(box)
-    return tables, rest.extract_text() or ""
 
 
 def parse_pdf(data: bytes, name: str, ctx: ParseContext) -> tuple[str, str | None, dict[str, Any]]:
@@ -316,7 +273,7 @@ def _read_page(
         failure = f"its text layer could not be read ({type(exc).__name__})"
         text = ""
     if readable(text):
-        if ctx.find_tables and looks_tabular(text) and pages.has_rulings(index):
+        if ctx.find_tables and looks_tabular(text):
             found = pages.tables(index)
             if found is not None:
                 tables, rest = found

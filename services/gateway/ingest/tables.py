@@ -18,6 +18,8 @@ _SPACE = re.compile(r"\s+")
 # A header row is looked for in the first rows; a table needs two rows and two columns.
 MIN_ROWS = 2
 MIN_COLS = 2
+# A paragraph longer than this before a table is text about it, not its caption.
+MAX_CAPTION_CHARS = 160
 
 
 @dataclass
