@@ -24,9 +24,10 @@ Recipe (trainers/guardrails/README.md has the figures behind each choice):
    (`--patience`) and the best weights kept;
 4. the served graph (shared/models/guard.py: embedding + logits) exported and quantized;
 5. (guard_thresholds.py) each head's threshold chosen with that INT8 graph on the held-out
-   part: the lowest at which every group of benign text stays within its own false-positive
-   target (chit-chat
-   none at all); documents per domain, as whole passages (their worst window);
+   part: the lowest at which every group of benign prompts (its sources pooled) stays within
+   its false-positive budget and every large source within twice it; documents per domain,
+   as whole passages (their worst window). `python -m trainers.guardrails.recalibrate`
+   chooses them again for a trained model;
 6. guard.json, tokenizer, metrics.json, manifest.json and a README.md card; with test
    splits present (`--data ../shared/data`), every head measured on them per source.
 
