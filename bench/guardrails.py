@@ -36,24 +36,16 @@ and prints for every system, side by side (bench/guardrails_tables.py):
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import os
-import re
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import grpc
 import yaml
 from rich.console import Console
 from rich.table import Table
@@ -61,121 +53,24 @@ from tqdm import tqdm
 
 from bench import guardrails_tables as tables
 from bench.common import REPO, SHARED_DATA, percentiles
-from shared.clients import grpc_serving
-from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
-from shared.text import STOP_ONLY
+from bench.guardrails_pii import pii_scores, yara_rates
+from bench.guardrails_service import (
+    Client,
+    config_dir,
+    input_request,
+    output_requests,
+    retrieval_requests,
+    service,
+)
+from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2
 
 console = Console()
-CONFIG = REPO / "services" / "guardrails" / "config"
-PII_TYPES = ("EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN", "IP_ADDRESS")
-BLOCK, MODIFY = guardrails_pb2.VERDICT_BLOCK, guardrails_pb2.VERDICT_MODIFY
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+BLOCK = guardrails_pb2.VERDICT_BLOCK
 
 
 def jsonl(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-# -- the service --------------------------------------------------------------------------
-
-
-def config_dir(
-    root: Path, name: str, input_flows: list[str] | None = None, **ragrail: dict
-) -> Path:
-    """A copy of the packaged config with other input flows and `custom_data.ragrail` keys."""
-    target = root / name
-    shutil.copytree(CONFIG, target)
-    data = yaml.safe_load((target / "config.yml").read_text(encoding="utf-8"))
-    if input_flows is not None:
-        data["rails"]["input"]["flows"] = input_flows
-    for key, value in ragrail.items():
-        data["custom_data"]["ragrail"][key] = {**data["custom_data"]["ragrail"][key], **value}
-    (target / "config.yml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    return target
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its threads so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextlib.contextmanager
-def service(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
-    """`python -m services.guardrails` with `env`, until its health check says SERVING."""
-    port = free_port()
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    full.update(
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        RAGRAIL_GUARDRAILS_PORT=str(port),
-        RAGRAIL_GUARDRAILS_METRICS_PORT="-1",
-        RAGRAIL_GUARDRAILS_LOG_LEVEL="WARNING",
-        **env,
-    )
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.guardrails"],
-            cwd=REPO,
-            env=full,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    target = f"127.0.0.1:{port}"
-
-    try:
-        deadline = time.monotonic() + 180
-        while not asyncio.run(grpc_serving(target)):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(
-                    f"the guardrails service did not start:\n{log.read_text()[-3000:]}"
-                )
-            time.sleep(0.3)
-        yield target, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-class Client:
-    """Sequential calls over one channel, each timed end to end (gRPC included). With the
-    service's pid it also records the service's CPU time per call: wall time on a machine
-    shared with other work measures the others too, CPU time much less so."""
-
-    def __init__(self, target: str | tuple[str, int]) -> None:
-        self.target, self.pid = target if isinstance(target, tuple) else (target, 0)
-        self.cpu_ms: list[float] = []
-
-    def run(self, calls: list[tuple[str, object]], desc: str) -> tuple[list[object], list[float]]:
-        before = cpu_seconds(self.pid) if self.pid else 0.0
-        replies, ms = self._run(calls, desc)
-        if self.pid:
-            self.cpu_ms.append((cpu_seconds(self.pid) - before) * 1000 / max(len(calls), 1))
-        return replies, ms
-
-    def _run(self, calls: list[tuple[str, object]], desc: str) -> tuple[list[object], list[float]]:
-        async def go() -> tuple[list[object], list[float]]:
-            replies, ms = [], []
-            async with grpc.aio.insecure_channel(self.target) as channel:
-                stub = guardrails_pb2_grpc.GuardrailsStub(channel)
-                for method, request in tqdm(calls, desc=desc, leave=False):
-                    started = time.perf_counter()
-                    replies.append(await getattr(stub, method)(request, timeout=60))
-                    ms.append((time.perf_counter() - started) * 1000)
-            return replies, ms
-
-        return asyncio.run(go())
-
-
-def input_request(text: str) -> tuple[str, object]:
-    message = common_pb2.ChatMessage(role="user", content=text)
-    return "CheckInput", guardrails_pb2.CheckInputRequest(messages=[message])
 
 
 # -- prompt injection ---------------------------------------------------------------------
@@ -190,67 +85,6 @@ def in_domain_claims(data: Path) -> list[str]:
     if not (root / "queries.jsonl").is_file():
         return []
     return InDomain.load(root).test
-
-
-# -- PII ------------------------------------------------------------------------------------
-
-PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
-
-
-def masked_spans(original: str, masked: str) -> list[tuple[int, int, str]] | None:
-    """(start, end, type) in `original` of each <TYPE> placeholder in `masked`, by matching
-    `masked` as a pattern (literal pieces, each placeholder any non-empty text) against the
-    original; None when it does not match."""
-    pieces = PLACEHOLDER.split(masked)  # text, type, text, type, ..., text
-    pattern = re.escape(pieces[0]) + "".join(
-        f"(.+?){re.escape(pieces[i + 1])}" for i in range(1, len(pieces), 2)
-    )
-    match = re.fullmatch(pattern, original, re.DOTALL)
-    if match is None:
-        return None
-    kinds = pieces[1::2]
-    return [(match.start(g), match.end(g), kinds[g - 1]) for g in range(1, len(kinds) + 1)]
-
-
-def pii_scores(rows: list[dict], replies: list) -> dict[str, dict]:
-    stats = {
-        t: {
-            "gold": 0,
-            "found": 0,
-            "pred": 0,
-            "correct": 0,
-            "gold_chars": 0,
-            "pred_chars": 0,
-            "overlap": 0,
-        }
-        for t in PII_TYPES
-    }
-    unaligned = 0
-    for row, reply in zip(rows, replies, strict=True):
-        text = row["full_text"]
-        gold = [(s["start_position"], s["end_position"], s["entity_type"]) for s in row["spans"]]
-        pred = masked_spans(text, reply.modified_text) if reply.verdict == MODIFY else []
-        if pred is None:
-            unaligned += 1
-            pred = []
-        for kind in PII_TYPES:
-            g = [(a, b) for a, b, t in gold if t == kind]
-            p = [(a, b) for a, b, t in pred if t == kind]
-            s = stats[kind]
-            s["gold"] += len(g)
-            s["pred"] += len(p)
-            s["found"] += sum(any(a < d and c < b for c, d in p) for a, b in g)
-            s["correct"] += sum(any(a < d and c < b for c, d in g) for a, b in p)
-            gold_chars = {i for a, b in g for i in range(a, b)}
-            pred_chars = {i for a, b in p for i in range(a, b)}
-            s["gold_chars"] += len(gold_chars)
-            s["pred_chars"] += len(pred_chars)
-            s["overlap"] += len(gold_chars & pred_chars)
-    if unaligned:
-        console.print(
-            f"[yellow]{unaligned} masked texts did not align with their original[/yellow]"
-        )
-    return stats
 
 
 # -- latency inputs -----------------------------------------------------------------------
@@ -273,60 +107,6 @@ def passages(n: int) -> list[str]:
     samples = REPO / "samples" / "corpus"
     words = " ".join(p.read_text(encoding="utf-8") for p in sorted(samples.iterdir())).split()
     return [" ".join(words[i : i + 160]) for i in range(0, 160 * n, 160)][:n]
-
-
-def output_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
-    """Answers grounded on the first of 5 chunks (its first two sentences), context 5 chunks."""
-    calls = []
-    for i in range(n):
-        context = [texts[(i + j) % len(texts)] for j in range(5)]
-        body = context[0].split("\n\n", 1)[-1]
-        answer = " ".join(STOP_ONLY.split(body)[:2])
-        calls.append(
-            (
-                "CheckOutput",
-                guardrails_pb2.CheckOutputRequest(
-                    messages=[common_pb2.ChatMessage(role="user", content="What did they find?")],
-                    answer=answer,
-                    context=[
-                        common_pb2.TextPassage(id=str(j), text=t) for j, t in enumerate(context)
-                    ],
-                ),
-            )
-        )
-    return calls
-
-
-def retrieval_requests(texts: list[str], n: int) -> list[tuple[str, object]]:
-    return [
-        (
-            "CheckRetrieval",
-            guardrails_pb2.CheckRetrievalRequest(
-                query="What did they find?",
-                chunks=[
-                    common_pb2.TextPassage(id=str(j), text=texts[(i + j) % len(texts)])
-                    for j in range(5)
-                ],
-            ),
-        )
-        for i in range(n)
-    ]
-
-
-def yara_rates(benign: dict[str, list[str]]) -> dict[str, dict[str, float]]:
-    """Share of benign texts each NeMo Guardrails YARA rule set flags, in process."""
-    import yara
-    from nemoguardrails.library.injection_detection import actions
-
-    folder = Path(actions.__file__).parent / "yara_rules"
-    out: dict[str, dict[str, float]] = {}
-    for name in ("code", "sqli", "template", "xss"):
-        rules = yara.compile(filepath=str(folder / f"{name}.yara"))
-        out[name] = {
-            source: sum(bool(rules.match(data=t)) for t in texts) / len(texts)
-            for source, texts in benign.items()
-        }
-    return out
 
 
 # -- main -----------------------------------------------------------------------------------

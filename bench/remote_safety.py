@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import REPO, SHARED_DATA, percentiles
-from bench.guardrails import Client, config_dir, free_port, input_request, service
+from bench.guardrails_service import Client, config_dir, free_port, input_request, service
 from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2
 

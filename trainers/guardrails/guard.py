@@ -17,15 +17,17 @@ Recipe (trainers/guardrails/README.md has the figures behind each choice):
 2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers exported to ONNX and
    quantized to INT8; their token states for every training text computed once and kept in
    memory (fp16);
-3. the upper layers (a trainable copy) and the heads trained on those states: binary
-   cross-entropy per head (each example only in the losses of the heads it is labelled
-   for), cross-entropy over hazard categories for unsafe texts; AdamW, linear decay; the
+3. (guard_fit.py) the upper layers (a trainable copy) and the heads trained on those
+   states: binary cross-entropy per head (each example only in the losses of the heads it is
+   labelled for), cross-entropy over hazard categories for unsafe texts; AdamW, linear decay; the
    loss on held-out rows measured each half epoch, training stopped once it stops falling
    (`--patience`) and the best weights kept;
 4. the served graph (shared/models/guard.py: embedding + logits) exported and quantized;
-5. each head's threshold chosen with that INT8 graph on the held-out part: the lowest at
-   which every group of benign text stays within its own false-positive target (chit-chat
-   none at all); documents per domain, as whole passages (their worst window);
+5. (guard_thresholds.py) each head's threshold chosen with that INT8 graph on the held-out
+   part: the lowest at which every group of benign prompts (its sources pooled) stays within
+   its false-positive budget and every large source within twice it; documents per domain,
+   as whole passages (their worst window). `python -m trainers.guardrails.recalibrate`
+   chooses them again for a trained model;
 6. guard.json, tokenizer, metrics.json, manifest.json and a README.md card; with test
    splits present (`--data ../shared/data`), every head measured on them per source.
 
@@ -39,47 +41,20 @@ import json
 import math
 import os
 import shutil
-import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trainers.data import EarlyStopping, add_early_stopping_arguments
-from trainers.guardrails.guard_data import (
-    CATEGORIES,
-    SHIPPED,
-    Budget,
-    Example,
-    GuardData,
-    build,
-)
-from trainers.guardrails.scoring import threshold_at_fpr
+from trainers.data import add_early_stopping_arguments
+from trainers.guardrails.guard_data import CATEGORIES, SHIPPED, Budget, build
+from trainers.guardrails.guard_fit import bottom_states, train_heads
+from trainers.guardrails.guard_thresholds import DOCUMENT_FPR, choose_thresholds
 
 NAME = "guard-minilm"
 HEAD_NAMES = ("injection", "unsafe", "document")
-# False-positive targets per group of held-out benign text, per head. `sensitive` is the
-# ordinary requests that contain words such as kill or bomb, and benign security requests
-# that sound malicious; `lookalikes` benign requests about passwords, roles, instructions.
-TARGETS: dict[str, dict[str, float]] = {
-    "injection": {"instructions": 0.005, "questions": 0.005, "chitchat": 0.0, "in_domain": 0.005},
-    "unsafe": {
-        "instructions": 0.005,
-        "questions": 0.005,
-        "chitchat": 0.0,
-        "in_domain": 0.005,
-        "sensitive": 0.02,
-    },
-}
-# Groups measured on held-out data but not held to a target: benign requests built to look
-# like injections (passwords, roles, "instructions"), deepset's benign prompts. Holding the
-# threshold to a few dozen deliberately hard rows set it by one or two of them (measured:
-# unsafe recall 0.58 at the threshold they gave against 0.8 without).
-DOCUMENT_FPR = 0.01
 # Small sources seen several times an epoch (`--repeat` replaces these): deepset's injections
 # are unlike the larger sets' (4x: held-out TPR 0.37 -> 0.48 with one trained layer), and
 # Do-Not-Answer and SimpleSafetyTests phrase harm as plain questions.
@@ -102,291 +77,6 @@ def labels_layout() -> tuple[list[str], dict[str, dict[str, Any]]]:
         "document": {"logit": 2 + len(CATEGORIES)},
     }
     return labels, heads
-
-
-# -- token states of the frozen bottom -----------------------------------------------------
-
-
-def bottom_states(
-    file: Path, ids: list[list[int]], threads: int, batch_size: int = 64
-) -> list[np.ndarray]:
-    """Each text's token states after the frozen layers, fp16, unpadded; INT8 ONNX."""
-    from tqdm import tqdm
-
-    from shared.models import runtime
-    from shared.models.guard import pad
-
-    session = runtime.session(file, threads, spinning=True)
-    out: list[np.ndarray | None] = [None] * len(ids)
-    order = np.argsort([-len(i) for i in ids], kind="stable")
-    with tqdm(total=len(ids), desc="frozen layers (INT8)", unit="text", file=sys.stderr) as bar:
-        for start in range(0, len(ids), batch_size):
-            rows = order[start : start + batch_size]
-            feeds = pad([ids[i] for i in rows])
-            states = session.run(None, feeds)[0]
-            for j, i in enumerate(rows):
-                out[i] = states[j, : len(ids[i])].astype(np.float16)
-            bar.update(len(rows))
-    return out  # type: ignore[return-value]
-
-
-def batches_by_length(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Rows in batches of similar length (little padding), in random order; lengths are
-    jittered so batches differ from epoch to epoch."""
-    jitter = lengths + rng.uniform(0, 8, len(lengths))
-    order = np.argsort(jitter, kind="stable")
-    batches = [order[i : i + size] for i in range(0, len(order), size)]
-    rng.shuffle(batches)  # type: ignore[arg-type]
-    return batches
-
-
-@dataclass
-class Targets:
-    """Per-example labels for the heads (-1: not labelled for that head), and lengths."""
-
-    inj: np.ndarray
-    uns: np.ndarray
-    cat: np.ndarray
-    doc: np.ndarray
-    lengths: np.ndarray
-
-    @classmethod
-    def of(cls, examples: list[Example], states: list[np.ndarray]) -> Targets:
-        return cls(
-            np.array([e.injection for e in examples], dtype=np.float32),
-            np.array([e.unsafe for e in examples], dtype=np.float32),
-            np.array([e.category for e in examples], dtype=np.int64),
-            np.array([e.document for e in examples], dtype=np.float32),
-            np.array([len(s) for s in states]),
-        )
-
-
-def batch_loss(
-    model: Any,
-    states: list[np.ndarray],
-    t: Targets,
-    rows: np.ndarray,
-    losses: dict[str, Any],
-    category_weight: float,
-) -> Any:
-    """Mean loss of `rows`: binary cross-entropy per head over the rows labelled for it, and
-    cross-entropy over hazard categories for unsafe rows."""
-    import torch
-
-    width = int(t.lengths[rows].max())
-    x = np.zeros((len(rows), width, states[0].shape[1]), dtype=np.float32)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for j, i in enumerate(rows):
-        x[j, : t.lengths[i]] = states[i]
-        mask[j, : t.lengths[i]] = 1
-    logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
-    first = 2 + len(CATEGORIES)
-    loss = torch.zeros(())
-    heads = (("injection", 0, t.inj), ("unsafe", 1, t.uns), ("document", first, t.doc))
-    for name, column, y in heads:
-        keep = np.flatnonzero(y[rows] >= 0)
-        if len(keep):
-            target = torch.from_numpy(y[rows][keep])
-            loss = loss + losses[name](logits[torch.from_numpy(keep), column], target)
-    keep = np.flatnonzero(t.cat[rows] >= 0)
-    if len(keep):
-        part = logits[torch.from_numpy(keep), 2:first]
-        target = torch.from_numpy(t.cat[rows][keep])
-        loss = loss + category_weight * losses["category"](part, target)
-    return loss / len(rows)
-
-
-def held_loss(
-    model: Any, states: list[np.ndarray], t: Targets, losses: dict[str, Any], args: Any
-) -> float:
-    """Mean loss on held-out rows, no dropout, in batches of similar length."""
-    import torch
-
-    model.eval()
-    total = 0.0
-    order = np.argsort(t.lengths, kind="stable")
-    with torch.no_grad():
-        for start in range(0, len(order), 128):
-            rows = order[start : start + 128]
-            loss = batch_loss(model, states, t, rows, losses, args.category_weight)
-            total += float(loss) * len(rows)
-    model.train()
-    return total / max(len(order), 1)
-
-
-def trained_state(model: Any) -> dict[str, Any]:
-    """The weights training changes: the guard top and the heads."""
-    return {"guard_top": model.guard_top.state_dict(), "heads": model.heads.state_dict()}
-
-
-def train_heads(
-    model: Any,
-    states: list[np.ndarray],
-    examples: list[Example],
-    args: argparse.Namespace,
-    held: tuple[list[np.ndarray], list[Example]] | None = None,
-) -> dict[str, Any]:
-    """Trains the guard top and heads in place on cached states; returns statistics. With
-    `held` (states and examples never trained on) and --patience, the held-out loss is
-    measured every --eval-every steps and training stops once it has not improved for
-    --patience measurements; the weights of the best measurement are kept."""
-    import torch
-    from tqdm import tqdm
-
-    n = len(examples)
-    t = Targets.of(examples, states)
-
-    def pos_weight(y: np.ndarray) -> float:
-        pos, neg = float((y == 1).sum()), float((y == 0).sum())
-        # Square root of the imbalance: full balancing pushed benign scores up (more false
-        # positives at the threshold) for little gain in recall.
-        return math.sqrt(neg / pos) if pos else 1.0
-
-    weights = {
-        "injection": pos_weight(t.inj),
-        "unsafe": pos_weight(t.uns),
-        "document": pos_weight(t.doc),
-    }
-    losses: dict[str, Any] = {
-        k: torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(v), reduction="sum")
-        for k, v in weights.items()
-    }
-    losses["category"] = torch.nn.CrossEntropyLoss(reduction="sum")
-    layer_params = [p for p in model.guard_top.parameters()]
-    head_params = [p for p in model.heads.parameters()]
-    optimizer = torch.optim.AdamW(
-        [{"params": layer_params, "lr": args.lr}, {"params": head_params, "lr": args.head_lr}],
-        weight_decay=0.01,
-    )
-    rng = np.random.default_rng(args.seed)
-    steps_per_epoch = math.ceil(n / args.batch_size)
-    total = steps_per_epoch * args.epochs
-    warmup = max(1, int(0.06 * total))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
-    )
-    held_t = Targets.of(held[1], held[0]) if held and args.patience else None
-    every = args.eval_every or max(1, steps_per_epoch // 2)
-    stopping = EarlyStopping(args.patience)
-    train_losses: list[float] = []
-    started = time.perf_counter()
-    step = 0
-    model.train()
-    with tqdm(total=total, desc="train guard heads", unit="step", file=sys.stderr) as bar:
-        for _ in range(args.epochs):
-            for rows in batches_by_length(t.lengths, args.batch_size, rng):
-                loss = batch_loss(model, states, t, rows, losses, args.category_weight)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(layer_params + head_params, 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                train_losses.append(float(loss.detach()))
-                step += 1
-                bar.set_postfix(loss=f"{np.mean(train_losses[-20:]):.4f}")
-                bar.update()
-                if held_t is None or (step % every and step != total):
-                    continue
-                value = held_loss(model, held[0], held_t, losses, args)  # type: ignore[index]
-                stopping.observe(step, value, lambda: trained_state(model))
-                if stopping.stop:
-                    break
-            else:
-                continue
-            break
-    if stopping.best_state is not None:
-        model.guard_top.load_state_dict(stopping.best_state["guard_top"])
-        model.heads.load_state_dict(stopping.best_state["heads"])
-    model.eval()
-    window = max(1, min(20, len(train_losses) // 4))
-    return {
-        "examples": n,
-        "steps": step,
-        "of_steps": total,
-        "pos_weight": {k: round(v, 3) for k, v in weights.items()},
-        "loss_first": round(float(np.mean(train_losses[:window])), 5),
-        "loss_last": round(float(np.mean(train_losses[-window:])), 5),
-        "held_loss": stopping.curve,
-        "kept_step": stopping.best_step if stopping.best_state is not None else step,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-
-
-# -- thresholds -----------------------------------------------------------------------------
-
-
-def choose_thresholds(
-    guard: Any, data: GuardData, args: argparse.Namespace
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Per head, the lowest threshold keeping every held-out benign group within its target."""
-    prompts = [e for e in data.held if e.document < 0]
-    scores = guard.score([e.text for e in prompts]).logits
-    thresholds: dict[str, float] = {}
-    report: dict[str, Any] = {}
-    for name, column in (("injection", 0), ("unsafe", 1)):
-        attr = "injection" if name == "injection" else "unsafe"
-        labelled = [(i, e) for i, e in enumerate(prompts) if getattr(e, attr) >= 0]
-        groups: dict[str, list[float]] = defaultdict(list)
-        positives: dict[str, list[float]] = defaultdict(list)
-        for i, e in labelled:
-            if getattr(e, attr) == 0:
-                groups[e.group].append(float(scores[i, column]))
-            else:
-                positives[e.source].append(float(scores[i, column]))
-        per_group = {}
-        threshold = -math.inf
-        for group, values in sorted(groups.items()):
-            per_group[group] = {"n": len(values)}
-            if group not in TARGETS[name]:
-                continue  # measured only
-            target = TARGETS[name][group]
-            v = np.asarray(values, dtype=np.float32)
-            t = threshold_at_fpr(v, np.zeros(len(v), dtype=np.int8), target)
-            per_group[group].update(target_fpr=target, threshold=round(t, 4))
-            threshold = max(threshold, t)
-        threshold = (threshold if math.isfinite(threshold) else 0.0) + args.margin
-        for group, values in groups.items():
-            v = np.asarray(values)
-            per_group[group]["fpr"] = round(float((v >= threshold).mean()), 4)
-        report[name] = {
-            "threshold": round(threshold, 4),
-            "groups": per_group,
-            "held_out_tpr": {
-                s: {"n": len(v), "tpr": round(float((np.asarray(v) >= threshold).mean()), 4)}
-                for s, v in sorted(positives.items())
-            },
-        }
-        thresholds[name] = threshold
-
-    # Documents: whole held-out passages, each as its worst window, per domain.
-    domains: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for domain, text, planted in data.held_passages:
-        domains[domain].append((text, planted))
-    flat = [(d, t, p) for d, items in sorted(domains.items()) for t, p in items]
-    passage_scores = guard.document_scores([t for _, t, _ in flat])
-    threshold = -math.inf
-    per_domain: dict[str, Any] = {}
-    for domain in sorted(domains):
-        rows = [i for i, (d, _, p) in enumerate(flat) if d == domain and p == 0]
-        v = passage_scores[rows]
-        t = threshold_at_fpr(v, np.zeros(len(v), dtype=np.int8), args.document_fpr)
-        per_domain[domain] = {"benign": len(v), "threshold": round(t, 4)}
-        threshold = max(threshold, t)
-    threshold += args.margin
-    for domain in sorted(domains):
-        benign = passage_scores[[i for i, (d, _, p) in enumerate(flat) if d == domain and p == 0]]
-        planted = passage_scores[[i for i, (d, _, p) in enumerate(flat) if d == domain and p == 1]]
-        per_domain[domain]["dropped"] = round(float((benign >= threshold).mean()), 4)
-        if len(planted):
-            per_domain[domain]["planted"] = len(planted)
-            per_domain[domain]["caught"] = round(float((planted >= threshold).mean()), 4)
-    thresholds["document"] = threshold
-    report["document"] = {
-        "threshold": round(threshold, 4),
-        "target_fpr": args.document_fpr,
-        "domains": per_domain,
-    }
-    return thresholds, report
 
 
 # -- the run --------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ def guard_card(manifest: dict[str, Any]) -> str:
     for name in ("injection", "unsafe"):
         groups = cal[name]["groups"]
         held = ", ".join(f"{g} {v['fpr']:.3f} of {v['n']}" for g, v in sorted(groups.items()))
+        set_by = f" (set by {cal[name]['set_by']})" if cal[name].get("set_by") else ""
         rows.append(
-            f"| {name} | {heads[name]['threshold']:.4f} | held-out benign flagged: {held} |"
+            f"| {name} | {heads[name]['threshold']:.4f} | held-out benign flagged: {held}{set_by} |"
         )
     domains = cal["document"]["domains"]
     held = ", ".join(
