@@ -75,10 +75,13 @@ def ingest_job(url: str, name: str, data: bytes) -> dict:
         )
         reply.raise_for_status()
         job = reply.json()
+        shown = -1
         while job["state"] in ("queued", "running"):
             time.sleep(0.5)
             job = http.get(f"/v1/ingest/jobs/{job['id']}").json()
-            print(f"    {job['pages_done']}/{job['pages_total']} pages", end="\r", flush=True)
+            if job["pages_done"] != shown:  # the job's own progress, as a client sees it
+                shown = job["pages_done"]
+                print(f"    {shown}/{job['pages_total']} pages", end="\r", flush=True)
         if job["state"] != "succeeded":
             raise SystemExit(f"the {name} job ended {job['state']}: {job.get('error')}")
         return job
