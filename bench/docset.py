@@ -225,3 +225,18 @@ def png(image) -> bytes:  # type: ignore[no-untyped-def]
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()
+
+
+def long_report_pdf(pages: int, seed: int = 300, table_every: int = 10) -> bytes:
+    """A text PDF of `pages` pages: one report whose prose pages (a fact each) are broken by a
+    ruled table page every `table_every` pages, for measuring a long document's ingest."""
+    tables = max(1, pages // table_every)
+    reports = build_reports(tables, seed=seed, prose_pages=table_every - 1)
+    merged = Report(reports[0].company, [], [])
+    for report in reports:
+        offset = len(merged.pages)
+        merged.pages.extend(report.pages)
+        merged.tables.extend((offset + p, c, rows) for p, c, rows in report.tables)
+    del merged.pages[pages:]
+    merged.tables = [t for t in merged.tables if t[0] <= pages]
+    return report_pdf(merged)

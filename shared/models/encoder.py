@@ -71,30 +71,37 @@ class Encoder(ABC):
         """Releases what the encoder holds beyond memory (a model server's connections)."""
 
 
-# A batch pads every text to its longest. Texts sorted longest first go into one batch while
-# they are at least this share of its first (longest) text's length, so padding is at most a
-# quarter of a batch's work. A document's last chunk or a table is often half a full chunk:
-# padded beside full ones, it cost as much as they do (ingest of one 3-page report: 3 chunks,
-# one of 254 tokens and two of 80-175, padded to 3 x 254).
+# A batch pads every text to its longest, and on a CPU a padded token costs as much as a
+# real one. Texts sorted longest first go into one batch until one is both under this share
+# of the batch's first (longest) text and shorter than it by MIN_SPLIT_GAP_CHARS: a forward
+# pass has a fixed cost too (MiniLM, one CPU thread: some 20 ms, the work of about 60 tokens
+# or 250 characters), so a new batch only pays where it saves more padding than that. A
+# document's last window or a table is often half a full chunk: padded beside full ones it
+# cost as much as they do (one 3-page report: chunks of 254, 175 and 84 tokens).
 MIN_BATCH_LENGTH_SHARE = 0.75
+MIN_SPLIT_GAP_CHARS = 250
 
 
-def length_batches(lengths: list[int], batch_size: int) -> list[np.ndarray]:
+def length_batches(lengths: list[int], batch_size: int, *, split: bool = True) -> list[np.ndarray]:
     """Index arrays of forward-pass batches: longest first (as sentence-transformers sorts),
-    at most `batch_size` each, and a new batch where a text is much shorter than its batch's
-    first (MIN_BATCH_LENGTH_SHARE)."""
+    at most `batch_size` each; with `split` (a CPU), a new batch also where a text is much
+    shorter than its batch's first (MIN_BATCH_LENGTH_SHARE, MIN_SPLIT_GAP_CHARS)."""
     order = np.argsort([-n for n in lengths], kind="stable")
     batches: list[list[int]] = []
     for i in order.tolist():
-        current = batches[-1] if batches else None
+        first = lengths[batches[-1][0]] if batches else 0
         if (
-            current is None
-            or len(current) >= batch_size
-            or lengths[i] < MIN_BATCH_LENGTH_SHARE * lengths[current[0]]
+            not batches
+            or len(batches[-1]) >= batch_size
+            or (
+                split
+                and lengths[i] < MIN_BATCH_LENGTH_SHARE * first
+                and first - lengths[i] >= MIN_SPLIT_GAP_CHARS
+            )
         ):
             batches.append([i])
         else:
-            current.append(i)
+            batches[-1].append(i)
     return [np.asarray(b, dtype=np.int64) for b in batches]
 
 
@@ -181,8 +188,10 @@ class TorchEncoder(Encoder):
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        # sentence-transformers sorts by length but cuts batches by count alone.
-        for rows in length_batches([len(t) for t in texts], self.batch_size):
+        # sentence-transformers sorts by length but cuts batches by count alone. On a GPU
+        # padding is nearly free and a pass is not: batches by count there.
+        lengths = [len(t) for t in texts]
+        for rows in length_batches(lengths, self.batch_size, split=self.device == "cpu"):
             out[rows] = self.model.encode(
                 [texts[i] for i in rows],
                 batch_size=self.batch_size,

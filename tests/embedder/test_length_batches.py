@@ -7,17 +7,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.models.encoder import MIN_BATCH_LENGTH_SHARE, length_batches
+from shared.models.encoder import MIN_BATCH_LENGTH_SHARE, MIN_SPLIT_GAP_CHARS, length_batches
 
 
 def test_batches_are_longest_first_of_similar_lengths_and_bounded() -> None:
-    lengths = [100, 254, 80, 240, 120, 250, 60]
+    # Characters: two full windows, a table, a short last window, a title.
+    lengths = [400, 1100, 1000, 1080, 760, 30]
     batches = [b.tolist() for b in length_batches(lengths, batch_size=2)]
-    assert batches == [[1, 5], [3], [4, 0], [2, 6]]
+    assert batches == [[1, 3], [2, 4], [0], [5]]
     for batch in batches:
-        assert all(lengths[i] >= MIN_BATCH_LENGTH_SHARE * lengths[batch[0]] for i in batch)
+        first = lengths[batch[0]]
+        assert all(
+            lengths[i] >= MIN_BATCH_LENGTH_SHARE * first or first - lengths[i] < MIN_SPLIT_GAP_CHARS
+            for i in batch[1:]
+        )
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
-    assert [b.tolist() for b in length_batches([5] * 5, batch_size=2)] == [[0, 1], [2, 3], [4]]
+    # Without split (a GPU), by count alone, as sentence-transformers batches.
+    unsplit = length_batches(lengths, batch_size=4, split=False)
+    assert [b.tolist() for b in unsplit] == [[1, 3, 2, 4], [0, 5]]
     assert length_batches([], batch_size=4) == []
 
 

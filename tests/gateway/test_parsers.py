@@ -523,6 +523,15 @@ def test_a_large_table_splits_by_rows_repeating_caption_and_header() -> None:
     assert seen == table.body_lines()  # every row once, in order
 
 
+def test_a_table_is_embedded_without_its_markdown() -> None:
+    from services.gateway.ingest.tables import embedding_text, make_table
+
+    table = make_table([["Segment", "2023"], ["Solar | wind", "4,661"]], "Table 2: units")
+    assert table is not None
+    assert table.markdown().splitlines()[3] == "| Solar \\| wind | 4,661 |"
+    assert embedding_text(table.markdown()) == "Table 2: units\nSegment 2023\nSolar | wind 4,661"
+
+
 def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> None:
     from services.gateway.ingest.tables import make_table
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.gateway.clients import Services
 from services.gateway.ingest.parsers import ParsedDocument
-from services.gateway.ingest.tables import split_table
+from services.gateway.ingest.tables import embedding_text, split_table
 from services.gateway.settings import GatewaySettings
 from services.gateway.validation import check_document_id
 from shared.chunking import Chunker, TextChunk, TokenSpans
@@ -47,6 +47,13 @@ class PendingDocument:
     chunks: list[TextChunk] = field(default_factory=list)
     # Per-chunk metadata of the table chunks (by chunk index): they have no place in `text`.
     table_chunks: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def embedding_texts(self) -> list[str]:
+        """What each chunk's vector is computed from: its text, a table piece's without its
+        Markdown (tables.embedding_text)."""
+        return [
+            embedding_text(c.text) if c.index in self.table_chunks else c.text for c in self.chunks
+        ]
 
     def split(self, chunker: Chunker, spans: TokenSpans, table_spans: list[TokenSpans]) -> None:
         """Cuts the text into token windows, then each table into row pieces after them.
@@ -254,7 +261,7 @@ class IngestPipeline:
         stored: list[PendingDocument] = []  # the group `pending` stores
         try:
             for group in self._groups(docs):
-                texts = [c.text for d in group for c in d.chunks]
+                texts = [t for d in group for t in d.embedding_texts()]
                 vectors: list[list[float]] = []
                 for start in range(0, len(texts), self.embed_batch_size):
                     vectors.extend(await self._embed(texts[start : start + self.embed_batch_size]))

@@ -99,6 +99,26 @@ def split_table(table: Table, spans: TokenSpans, max_tokens: int) -> list[tuple[
     return [("\n".join(head + rows), n) for rows, n in pieces]
 
 
+_MARKDOWN_PIPE = re.compile(r"\s*(?<!\\)\|\s*")
+_DELIMITER_ROW = re.compile(r"^\|(?:\s*-+\s*\|)+$")
+
+
+def embedding_text(piece: str) -> str:
+    """A table piece as its vector reads it: the caption and the rows with their cells
+    separated by spaces, without the Markdown around them. The chunk keeps its Markdown (for
+    the reader and the model); to an embedding model the pipes and the delimiter row are a
+    third of a table's tokens and say nothing (bench/documents.py: a 9-row table is 175
+    tokens as Markdown, 113 without)."""
+    lines = []
+    for line in piece.split("\n"):
+        if _DELIMITER_ROW.match(line):
+            continue
+        if line.startswith("|"):
+            line = _MARKDOWN_PIPE.sub(" ", line).strip().replace("\\|", "|")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _tokens_per_line(lines: list[str], spans: TokenSpans) -> list[int]:
     """How many tokens start on each line of "\\n".join(lines)."""
     ends: list[int] = []
