@@ -17,6 +17,9 @@ from services.gateway.chat.serving import ChatServing
 from services.gateway.collections import router as collections
 from services.gateway.documents import jobs_router as ingest_jobs
 from services.gateway.documents import router as documents
+from services.gateway.documents.ingest import ocr
+from services.gateway.documents.ingest.jobs import IngestJobs
+from services.gateway.documents.ingest.pipeline import IngestPipeline
 from services.gateway.documents.protocol import DocumentsIngest
 from services.gateway.http import health
 from services.gateway.http.auth import ApiKeysAndRateLimit
@@ -30,9 +33,6 @@ from services.gateway.http.metrics import RequestMetrics
 from services.gateway.http.openapi import install_openapi
 from services.gateway.http.principals import Keys
 from services.gateway.http.validation import JsonBodyGuard
-from services.gateway.ingest import ocr
-from services.gateway.ingest.jobs import IngestJobs
-from services.gateway.ingest.pipeline import IngestPipeline
 from services.gateway.playground import router as playground
 from services.gateway.search import router as search
 from services.gateway.settings import GatewaySettings

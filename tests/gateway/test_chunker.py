@@ -330,7 +330,7 @@ def test_random_text_invariants_minilm(minilm: Any, seed: int, size: int, overla
 
 
 def corpus_texts() -> list[str]:
-    from services.gateway.ingest.parsers import parse_document
+    from services.gateway.documents.ingest.parsers import parse_document
 
     files = sorted(p for p in CORPUS.iterdir() if p.is_file())
     return [parse_document(p.read_bytes(), p.name).text for p in files]

@@ -53,7 +53,7 @@ def _ingest(suite, files: list) -> dict:  # type: ignore[no-untyped-def]
 def _pages_holding(pdf: bytes, text: str) -> list[int]:
     """The pages of `pdf` that a chunk's `text` holds characters of: where the text sits in
     the document's text (parsed here as the gateway parses it) against where pages start."""
-    from services.gateway.ingest.parsers import parse_document
+    from services.gateway.documents.ingest.parsers import parse_document
 
     doc = parse_document(pdf, "report.pdf")
     start = doc.text.index(text)

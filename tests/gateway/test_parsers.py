@@ -1,4 +1,4 @@
-"""Tests for services.gateway.ingest.parsers: uploads of each format to normalised text."""
+"""Tests for services.gateway.documents.ingest.parsers: each upload format to normalised text."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from services.gateway.ingest.ocr import OcrOptions
-from services.gateway.ingest.parsers import (
+from services.gateway.documents.ingest.ocr import OcrOptions
+from services.gateway.documents.ingest.parsers import (
     SUPPORTED,
     ParseContext,
     ParsedDocument,
@@ -506,7 +506,7 @@ def test_sample_corpus_parses() -> None:
 
 
 def test_a_large_table_splits_by_rows_repeating_caption_and_header() -> None:
-    from services.gateway.ingest.tables import make_table, split_table
+    from services.gateway.documents.ingest.tables import make_table, split_table
     from shared.chunking import whitespace_spans
 
     rows = [["Segment", "2022", "2023"]] + [[f"Unit {i}", str(i), str(2 * i)] for i in range(40)]
@@ -524,7 +524,7 @@ def test_a_large_table_splits_by_rows_repeating_caption_and_header() -> None:
 
 
 def test_a_table_is_embedded_without_its_markdown() -> None:
-    from services.gateway.ingest.tables import embedding_text, make_table
+    from services.gateway.documents.ingest.tables import embedding_text, make_table
 
     table = make_table([["Segment", "2023"], ["Solar | wind", "4,661"]], "Table 2: units")
     assert table is not None
@@ -533,7 +533,7 @@ def test_a_table_is_embedded_without_its_markdown() -> None:
 
 
 def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> None:
-    from services.gateway.ingest.tables import make_table
+    from services.gateway.documents.ingest.tables import make_table
 
     table = make_table([["a", None, "b"], [None, None, None], ["1", "", "2\nx"]])
     assert table is not None and table.rows == [["a", "b"], ["1", "2 x"]]
@@ -543,8 +543,8 @@ def test_make_table_drops_empty_rows_and_columns_and_refuses_non_tables() -> Non
 
 def _paged(pages: list[str], ocr_pages: list[int] | None = None) -> Any:
     """A PendingDocument of `pages` (as a PDF parser joins them), chunked 8 words a chunk."""
-    from services.gateway.ingest.parsers import join_pages
-    from services.gateway.ingest.pipeline import PendingDocument
+    from services.gateway.documents.ingest.parsers import join_pages
+    from services.gateway.documents.ingest.pipeline import PendingDocument
     from shared.chunking import Chunker, whitespace_spans
 
     text, starts = join_pages(pages)
@@ -561,7 +561,7 @@ def _words(page: int, n: int) -> str:
 
 
 def test_chunks_run_across_text_pages_and_name_every_page_they_hold() -> None:
-    from services.gateway.ingest.pipeline import _chunk_metadata
+    from services.gateway.documents.ingest.pipeline import _chunk_metadata
     from shared.chunking import Chunker, whitespace_spans
 
     pages = [_words(1, 10), "", _words(3, 10), _words(4, 30)]  # page 2 has no text
@@ -579,7 +579,7 @@ def test_chunks_run_across_text_pages_and_name_every_page_they_hold() -> None:
 
 
 def test_an_ocr_page_is_chunked_on_its_own() -> None:
-    from services.gateway.ingest.pipeline import _chunk_metadata
+    from services.gateway.documents.ingest.pipeline import _chunk_metadata
 
     doc = _paged([_words(1, 5), _words(2, 5), _words(3, 5), _words(4, 5)], ocr_pages=[3])
     metas = [_chunk_metadata(doc, c) for c in doc.chunks]
@@ -588,7 +588,7 @@ def test_an_ocr_page_is_chunked_on_its_own() -> None:
 
 
 def test_only_pages_with_table_rows_look_tabular() -> None:
-    from services.gateway.ingest.pdf import looks_tabular
+    from services.gateway.documents.ingest.pdf import looks_tabular
 
     prose = "\n".join(
         [
@@ -608,7 +608,7 @@ def test_only_pages_with_table_rows_look_tabular() -> None:
 
 def test_tables_are_found_on_the_ruled_page_and_their_caption_leaves_the_prose() -> None:
     from bench import docset
-    from services.gateway.ingest.pdf import _PageReader
+    from services.gateway.documents.ingest.pdf import _PageReader
 
     report = docset.build_reports(1)[0]
     pages = _PageReader(docset.report_pdf(report), ParseContext())
@@ -631,7 +631,7 @@ def test_a_scanned_page_is_read_at_its_own_resolution(scan_dpi: int, read_dpi: i
     import pypdfium2
 
     from bench import docset
-    from services.gateway.ingest.pdf import render_dpi
+    from services.gateway.documents.ingest.pdf import render_dpi
 
     report = docset.report_pdf(docset.build_reports(1)[0])
     scan = docset.images_pdf(docset.page_images(report, dpi=scan_dpi)[:1], dpi=scan_dpi)
@@ -644,7 +644,7 @@ def test_a_scanned_page_is_read_at_its_own_resolution(scan_dpi: int, read_dpi: i
 
 
 def test_ocr_text_loses_the_ruling_lines_read_as_characters() -> None:
-    from services.gateway.ingest.ocr import strip_rules
+    from services.gateway.documents.ingest.ocr import strip_rules
 
     read = "Segment [2021 2022 | 2023\n| Wind turbines | 6,155 3,878 [1,177 |\nsee [1] or a|b"
     assert strip_rules(read) == (
@@ -655,7 +655,7 @@ def test_ocr_text_loses_the_ruling_lines_read_as_characters() -> None:
 @pytest.fixture
 def no_tesseract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """A PATH without tesseract: a user's machine after `make install` alone."""
-    from services.gateway.ingest import ocr
+    from services.gateway.documents.ingest import ocr
 
     monkeypatch.setenv("PATH", str(tmp_path))
     ocr.tesseract_path.cache_clear()

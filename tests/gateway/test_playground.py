@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
-from services.gateway.ingest.parsers import SUPPORTED
+from services.gateway.documents.ingest.parsers import SUPPORTED
 from services.gateway.playground.router import PLAYGROUND_DIR
 
 pytestmark = pytest.mark.integration

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Request, Response
 
 from services.gateway.documents import protocol
+from services.gateway.documents.ingest.jobs import IngestJobs, Job
+from services.gateway.documents.ingest.request import read_ingest_request
 from services.gateway.documents.router import _INGEST_BODY, authorize_ingest
 from services.gateway.http import audit
 from services.gateway.http.access import authorize, get_principal, principal_of
@@ -12,8 +14,6 @@ from services.gateway.http.clients import Services
 from services.gateway.http.deps import get_services, get_settings
 from services.gateway.http.errors import ErrorResponse
 from services.gateway.http.principals import OPEN, Action, Principal
-from services.gateway.ingest.jobs import IngestJobs, Job
-from services.gateway.ingest.request import read_ingest_request
 from services.gateway.settings import GatewaySettings
 
 router = APIRouter(prefix="/v1/ingest/jobs", tags=["documents"])

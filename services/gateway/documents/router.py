@@ -8,6 +8,14 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from services.gateway.collections.protocol import COLLECTION_NAME
 from services.gateway.documents import protocol
+from services.gateway.documents.ingest.pipeline import IngestPipeline
+from services.gateway.documents.ingest.request import (
+    IngestProgress,
+    IngestRequest,
+    ingest_response,
+    parse_documents,
+    read_ingest_request,
+)
 from services.gateway.http.access import (
     all_documents,
     authorize,
@@ -22,14 +30,6 @@ from services.gateway.http.disconnect import cancel_on_disconnect
 from services.gateway.http.errors import ErrorResponse
 from services.gateway.http.principals import Action, Principal
 from services.gateway.http.validation import INT32_MAX
-from services.gateway.ingest.pipeline import IngestPipeline
-from services.gateway.ingest.request import (
-    IngestProgress,
-    IngestRequest,
-    ingest_response,
-    parse_documents,
-    read_ingest_request,
-)
 from services.gateway.settings import GatewaySettings
 from shared.errors import NotFound, PermissionDenied
 from shared.structs import struct_to_dict

@@ -8,12 +8,12 @@ import codecs
 import re
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.ingest.filenames import supported_list
-from services.gateway.ingest.normalize import clean_chars, normalize_whitespace
+from services.gateway.documents.ingest.filenames import supported_list
+from services.gateway.documents.ingest.normalize import clean_chars, normalize_whitespace
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.context import ParseContext
+    from services.gateway.documents.ingest.context import ParseContext
 
 # Reject text that decodes with more than this share of U+FFFD / control characters.
 _MAX_JUNK_RATIO = 0.3

@@ -21,15 +21,15 @@ from typing import Any
 
 import grpc
 
-from services.gateway.ingest.context import PageCounter, ParseContext
-from services.gateway.ingest.filenames import basename, extension, stem, supported_list
-from services.gateway.ingest.images import parse_image
-from services.gateway.ingest.normalize import join_pages, normalize_whitespace
-from services.gateway.ingest.pdf import parse_pdf
-from services.gateway.ingest.tables import Table
-from services.gateway.ingest.textfiles import parse_markdown, parse_plain
-from services.gateway.ingest.webpages import parse_html
-from services.gateway.ingest.wordfiles import parse_docx
+from services.gateway.documents.ingest.context import PageCounter, ParseContext
+from services.gateway.documents.ingest.filenames import basename, extension, stem, supported_list
+from services.gateway.documents.ingest.images import parse_image
+from services.gateway.documents.ingest.normalize import join_pages, normalize_whitespace
+from services.gateway.documents.ingest.pdf import parse_pdf
+from services.gateway.documents.ingest.tables import Table
+from services.gateway.documents.ingest.textfiles import parse_markdown, parse_plain
+from services.gateway.documents.ingest.webpages import parse_html
+from services.gateway.documents.ingest.wordfiles import parse_docx
 from shared.errors import InvalidArgument, RagrailError
 from shared.formats import (
     APPLICATION_DOCX,

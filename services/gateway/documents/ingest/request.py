@@ -21,13 +21,17 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from services.gateway import schemas
-from services.gateway.errors import PayloadTooLarge
-from services.gateway.ingest.ocr import OcrOptions
-from services.gateway.ingest.parsers import ParseContext, UnsupportedMediaType, parse_document
-from services.gateway.ingest.pipeline import DocumentOutcome, PendingDocument
+from services.gateway.documents import protocol as schemas
+from services.gateway.documents.ingest.ocr import OcrOptions
+from services.gateway.documents.ingest.parsers import (
+    ParseContext,
+    UnsupportedMediaType,
+    parse_document,
+)
+from services.gateway.documents.ingest.pipeline import DocumentOutcome, PendingDocument
+from services.gateway.http.errors import PayloadTooLarge
+from services.gateway.http.validation import check_document_id
 from services.gateway.settings import GatewaySettings
-from services.gateway.validation import check_document_id
 from shared.errors import InvalidArgument
 from shared.formats import CONTENT_HASH
 

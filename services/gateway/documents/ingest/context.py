@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.gateway.ingest.ocr import OcrOptions
-from services.gateway.ingest.tables import Table
+from services.gateway.documents.ingest.ocr import OcrOptions
+from services.gateway.documents.ingest.tables import Table
 
 
 class PageCounter(Protocol):

@@ -17,18 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.clients import Services
-from services.gateway.ingest.parsers import ParsedDocument
-from services.gateway.ingest.tables import embedding_text, split_table
+from services.gateway.documents.ingest.parsers import ParsedDocument
+from services.gateway.documents.ingest.tables import embedding_text, split_table
+from services.gateway.http.clients import Services
+from services.gateway.http.validation import check_document_id
 from services.gateway.settings import GatewaySettings
-from services.gateway.validation import check_document_id
 from shared.chunking import Chunker, TextChunk, TokenSpans
 from shared.errors import InvalidArgument
 from shared.proto.ragrail.v1 import retriever_pb2
 from shared.structs import dict_to_struct
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.request import IngestProgress
+    from services.gateway.documents.ingest.request import IngestProgress
 
 # Document metadata that would be large and is turned into per-chunk fields instead: a
 # chunk's page / pages, and ocr=true when OCR read one of its pages.

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
-from services.gateway import schemas
-from services.gateway.ingest.pipeline import IngestPipeline
-from services.gateway.ingest.request import (
+from services.gateway.documents import protocol as schemas
+from services.gateway.documents.ingest.pipeline import IngestPipeline
+from services.gateway.documents.ingest.request import (
     IngestProgress,
     IngestRequest,
     ingest_response,

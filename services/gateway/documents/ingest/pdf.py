@@ -15,12 +15,12 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.ingest import ocr, pdf_tables
-from services.gateway.ingest.normalize import join_pages, normalize_whitespace
+from services.gateway.documents.ingest import ocr, pdf_tables
+from services.gateway.documents.ingest.normalize import join_pages, normalize_whitespace
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.context import ParseContext
+    from services.gateway.documents.ingest.context import ParseContext
 
 log = logging.getLogger(__name__)
 

@@ -7,12 +7,12 @@ import codecs
 import re
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.ingest.normalize import normalize_whitespace
-from services.gateway.ingest.tables import MAX_CAPTION_CHARS, make_table
+from services.gateway.documents.ingest.normalize import normalize_whitespace
+from services.gateway.documents.ingest.tables import MAX_CAPTION_CHARS, make_table
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.context import ParseContext
+    from services.gateway.documents.ingest.context import ParseContext
 
 _HTML_DROP = frozenset(
     {

@@ -16,7 +16,7 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.gateway.ingest.tables import Table, make_table
+from services.gateway.documents.ingest.tables import Table, make_table
 
 # A path segment this long or longer can be a table's rule (pdfplumber's edge_min_length is 3).
 MIN_RULE_PT = 3.0

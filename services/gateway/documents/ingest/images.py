@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.ingest import ocr
-from services.gateway.ingest.normalize import join_pages, normalize_whitespace
+from services.gateway.documents.ingest import ocr
+from services.gateway.documents.ingest.normalize import join_pages, normalize_whitespace
 from shared.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from services.gateway.ingest.context import ParseContext
+    from services.gateway.documents.ingest.context import ParseContext
 
 # Pillow's own guard against decompression bombs is a warning up to twice this; an image
 # over it is refused here before it is decoded.
