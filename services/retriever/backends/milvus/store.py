@@ -32,6 +32,7 @@ from services.retriever.backends.base import (
     collection_not_found,
 )
 from services.retriever.backends.milvus import errors, lite
+from services.retriever.backends.milvus.reads import iterate_rows, split_quotable
 from services.retriever.backends.milvus.schema import (
     MIRRORED,
     PROP_ANALYZER,
@@ -51,8 +52,8 @@ from services.retriever.backends.milvus.schema import (
     search_params,
 )
 from services.retriever.backends.validation import is_collection_name, validate_collection_name
-from services.retriever.filters import MirroredList, quote_string, string_list, to_milvus_expr
-from shared.errors import InvalidArgument, NotFound, RagrailError
+from services.retriever.filters import MirroredList, string_list, to_milvus_expr
+from shared.errors import NotFound, RagrailError
 
 if TYPE_CHECKING:
     from services.retriever.backends.base import ChunkRecord, SearchRequest
@@ -64,7 +65,6 @@ log = logging.getLogger(__name__)
 UPSERT_BATCH = 512  # rows per call: keeps one gRPC message far below its size limit
 DELETE_BATCH = 1_024  # ids per `id in [...]` expression
 DOCUMENT_BATCH = 256  # document ids per `document_id in [...]` expression
-QUERY_BATCH = 4_096  # rows per query-iterator page
 
 
 class MilvusStore(VectorStore):
@@ -435,24 +435,11 @@ class MilvusStore(VectorStore):
                     )
                 ),
             )
-        return self._read(name, "reading chunks", lambda: self._iterate(name, expr, fields))
-
-    def _iterate(self, name: str, expr: str, fields: list[str]) -> list[dict[str, Any]]:
-        # A server caps a plain query at 16,384 rows; the iterator pages past that.
-        rows: list[dict[str, Any]] = []
-        iterator = self._client.query_iterator(
-            self._mname(name),
-            batch_size=QUERY_BATCH,
-            filter=expr,
-            output_fields=fields,
-            timeout=self._timeout,
+        return self._read(
+            name,
+            "reading chunks",
+            lambda: iterate_rows(self._client, self._mname(name), expr, fields, self._timeout),
         )
-        try:
-            while batch := iterator.next():
-                rows.extend(batch)
-        finally:
-            iterator.close()
-        return rows
 
     def _document_heads(self, name: str, fields: list[str]) -> dict[str, dict[str, Any]]:
         """Chunk 0 of every document, by document id. The writer gives every document a
@@ -469,8 +456,7 @@ class MilvusStore(VectorStore):
         # An id no Milvus string literal can hold (a control character, stored before the
         # servicer refused such ids) is found by a scan instead: those documents must still
         # list and delete, or a collection holding one is stuck.
-        unquotable = {i for i in unique if not _quotable(i)}
-        quotable = [i for i in unique if i not in unquotable]
+        quotable, unquotable = split_quotable(unique)
         rows: list[dict[str, Any]] = []
         for start in range(0, len(quotable), DOCUMENT_BATCH):
             expr = f"document_id in {string_list(quotable[start : start + DOCUMENT_BATCH])}"
@@ -494,12 +480,3 @@ class MilvusStore(VectorStore):
             expr = f"id in {string_list(ids[start : start + DELETE_BATCH])}"
             with self._errors("deleting chunks", name):
                 self._client.delete(self._mname(name), filter=expr, timeout=self._timeout)
-
-
-def _quotable(value: str) -> bool:
-    """Whether `value` can be written as a Milvus string literal (quote_string's rule)."""
-    try:
-        quote_string(value)
-    except InvalidArgument:
-        return False
-    return True
