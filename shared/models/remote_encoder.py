@@ -34,6 +34,7 @@ from shared.models.encoder import (
     Encoder,
     InputType,
     TokenOffsets,
+    length_batches,
     offsets_of,
     sentence_config,
 )
@@ -90,15 +91,6 @@ def embeddings_from(body: Any, count: int) -> np.ndarray:
     if len({len(row) for row in rows}) != 1:
         raise ValueError("the embeddings in the reply differ in width")
     return np.asarray(rows, dtype=np.float32)
-
-
-def length_sorted_batches(texts: list[str], size: int) -> list[np.ndarray]:
-    """Index arrays of batches of at most `size` texts, longest first: texts of one request
-    pad to similar lengths on the server, as sentence-transformers sorts them locally."""
-    if len(texts) <= size:
-        return [np.arange(len(texts))]
-    order = np.argsort([-len(t) for t in texts], kind="stable")
-    return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 def approximate_offsets(texts: list[str]) -> list[TokenOffsets]:
@@ -170,7 +162,13 @@ class RemoteEncoder(Encoder):
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         kind = input_type if self.send_input_type else None
-        batches = length_sorted_batches(texts, self.batch_size)
+        # Texts of one request pad to similar lengths on the server, as sentence-transformers
+        # sorts them locally; what fits one request goes as it came.
+        batches = (
+            [np.arange(len(texts))]
+            if len(texts) <= self.batch_size
+            else length_batches([len(t) for t in texts], self.batch_size, split=False)
+        )
         if len(batches) == 1:
             parts = [self._embed_batch(texts, kind)]
         else:
