@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.topology import SERVICES
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -48,13 +48,6 @@ def load_beir(root: Path, split: str = "test") -> tuple[dict, dict, dict]:
 def dedupe(ids: list[str]) -> list[str]:
     """Document ranking from a chunk ranking: each document at its best chunk's position."""
     return list(dict.fromkeys(ids))
-
-
-def free_port() -> int:
-    """A loopback port free now, for a service a benchmark starts."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spawn(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

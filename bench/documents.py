@@ -37,7 +37,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import docset
-from bench.common import REPO, running_suite
+from bench.common import REPO, free_port, running_suite
 
 TODAY = {"RAGRAIL_GATEWAY_TABLES": "false", "RAGRAIL_GATEWAY_OCR": "false"}
 # Issue 29's parser without table detection: what tables cost (pdfplumber, their chunks).
@@ -55,11 +55,7 @@ def second_gateway(env: dict[str, str]) -> Iterator[str]:
 @contextlib.contextmanager
 def gateway_process(env: dict[str, str]) -> Iterator[tuple[str, int]]:
     """`second_gateway`, yielding its URL and process id."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     overrides = {"RAGRAIL_GATEWAY_PORT": str(port), **env}
     process = subprocess.Popen(
         [sys.executable, "-m", "services.gateway"],

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,12 @@ import grpc
 import yaml
 from tqdm import tqdm
 
-from bench.common import REPO
+from bench.common import REPO, free_port
 from shared.clients import grpc_serving
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from shared.text import STOP_ONLY
 
 CONFIG = REPO / "services" / "guardrails" / "config"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the service --------------------------------------------------------------------------

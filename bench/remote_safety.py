@@ -38,8 +38,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import REPO, SHARED_DATA, percentiles
-from bench.guardrails_service import Client, config_dir, free_port, input_request, service
+from bench.common import REPO, SHARED_DATA, free_port, percentiles
+from bench.guardrails_service import Client, config_dir, input_request, service
 from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2
 

@@ -228,19 +228,34 @@ async def serve(settings: ServiceSettings, build: Callable[[], Awaitable[Built]]
             server,
         )
     address = f"{settings.host}:{settings.port}"
-    port = (
-        server.add_secure_port(address, credentials)
-        if credentials is not None
-        else server.add_insecure_port(address)
+    taken = (
+        f"{service}: cannot bind {address}: another process holds the port; stop it or choose "
+        f"another with RAGRAIL_{service.upper()}_PORT"
     )
+    try:
+        port = (
+            server.add_secure_port(address, credentials)
+            if credentials is not None
+            else server.add_insecure_port(address)
+        )
+    except RuntimeError as err:  # grpcio raises where older releases returned 0
+        raise SystemExit(f"{taken} ({err})") from None
     if port == 0:
-        raise SystemExit(f"{service}: cannot bind {address}; is another process using the port?")
+        raise SystemExit(taken)
     await server.start()
-    metrics_port = (
-        metrics.start_metrics_server(settings.host, settings.metrics_port)
-        if settings.metrics_port >= 0
-        else -1
-    )
+    try:
+        metrics_port = (
+            metrics.start_metrics_server(settings.host, settings.metrics_port)
+            if settings.metrics_port >= 0
+            else -1
+        )
+    except OSError as err:
+        await server.stop(None)
+        raise SystemExit(
+            f"{service}: cannot serve metrics on {settings.host}:{settings.metrics_port}: "
+            f"{err.strerror}; stop the process holding it or choose another port with "
+            f"RAGRAIL_{service.upper()}_METRICS_PORT (-1: no metrics server)"
+        ) from None
     for name in ["", *names]:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(

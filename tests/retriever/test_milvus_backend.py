@@ -5,7 +5,6 @@ its option checks among them, are in test_backend_contract.py."""
 
 from __future__ import annotations
 
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from services.retriever.backends.milvus import MilvusStore
 from services.retriever.backends.milvus.schema import PROP_ANALYZER, PROP_SCHEMA, collection_schema
 from services.retriever.filters import parse_filter
 from shared.errors import DeadlineExceeded, NotFound, Unavailable
+from tests.ports import free_port
 from tests.retriever.stores import DIM, make_chunk, unit
 
 
@@ -160,9 +160,7 @@ def test_two_stores_on_one_file_in_one_process(docs: MilvusStore, location: str)
 
 
 def test_unreachable_server_is_unavailable() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     uri = f"http://user:secret@127.0.0.1:{port}"
     with pytest.raises(Unavailable) as err:
         MilvusStore(uri=uri, timeout_s=2)
