@@ -12,7 +12,7 @@ from services.embedder.backends import load_backend
 from services.embedder.settings import EmbedderSettings
 from shared.batching import MicroBatcher
 from shared.errors import InvalidArgument
-from shared.models.encoder import Encoder, InputType, length_batches
+from shared.models.encoder import Encoder, InputType
 from shared.models.remote_encoder import RemoteEncoder
 from shared.models.service import ModelServicer, build_model_service
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
@@ -41,19 +41,8 @@ class EmbedderServicer(
     async def _embed_batch(self, input_type: InputType, texts: list[str]) -> np.ndarray:
         return await self.run(self.backend.embed_for, texts, input_type)  # type: ignore[no-any-return]
 
-    async def _embed_in_batches(self, texts: list[str], kind: InputType) -> np.ndarray:
-        """One backend batch per thread call, longest first: a caller that goes (a deadline,
-        a cancel) stops the work at the next batch, where one call for 2,048 texts would keep
-        the model busy long after nobody waits for the answer."""
-        batches = length_batches([len(t) for t in texts], self.backend.call_size, split=False)
-        vectors: np.ndarray | None = None
-        for rows in batches:
-            part = await self.run(self.backend.embed_for, [texts[i] for i in rows], kind)
-            if vectors is None:
-                vectors = np.empty((len(texts), part.shape[1]), dtype=part.dtype)
-            vectors[rows] = part
-        assert vectors is not None
-        return vectors
+    def _embed_part(self, kind: InputType, texts: list[str]) -> np.ndarray:
+        return self.backend.embed_for(texts, kind)
 
     def _check_count(self, texts: object) -> None:
         count = len(texts)  # type: ignore[arg-type]
@@ -79,7 +68,9 @@ class EmbedderServicer(
             texts = [prefix + t for t in texts]
         if len(texts) >= self.settings.batch_size:
             # Already a full batch: sorting by length beats coalescing.
-            vectors = await self._embed_in_batches(texts, kind)
+            vectors = await self.run_in_parts(
+                partial(self._embed_part, kind), texts, self.backend.call_size
+            )
         else:
             vectors = np.stack(await self._batchers[kind].submit(texts))
         total_tokens = await self.run(self.backend.count_tokens, texts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import grpc
@@ -48,7 +49,9 @@ class RerankerServicer(
         if not request.passages:
             return reply
         texts = [p.text for p in request.passages]
-        scores = await self.run(self.backend.score, request.query, texts)
+        scores = await self.run_in_parts(
+            partial(self.backend.score, request.query), texts, self.backend.batch_size
+        )
         # Highest score first; ties keep the request's order.
         order = np.argsort(-scores, kind="stable")
         if request.HasField("score_threshold"):

@@ -49,6 +49,7 @@ class CrossEncoder(ABC):
     model_name: str
     max_length: int
     device: str
+    batch_size: int  # pairs per forward pass (a model server: per request)
 
     @abstractmethod
     def predict(self, pairs: list[Pair]) -> np.ndarray:

@@ -9,7 +9,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+import numpy as np
+
 from shared.errors import FailedPrecondition, InvalidArgument
+from shared.models.encoder import length_batches
 from shared.models.settings import ModelServiceSettings
 from shared.proto.ragrail.v1 import common_pb2
 from shared.server import BlockingRunner, Built, ServiceSpec
@@ -61,6 +64,24 @@ class ModelServicer(Generic[Model, Settings]):
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self._model_thread(fn, *args)
+
+    async def run_in_parts(
+        self, fn: Callable[[list[str]], np.ndarray], texts: list[str], part_size: int
+    ) -> np.ndarray:
+        """`fn` on parts of at most `part_size` texts, longest first, one `run` each; rows
+        back in input order. A caller that leaves (a deadline, a cancel) stops the work at
+        the next part: one call for 2,048 texts kept the model busy long after nobody waited
+        for the answer, and the next caller timed out behind it."""
+        if len(texts) <= part_size:
+            return await self.run(fn, texts)  # type: ignore[no-any-return]
+        out: np.ndarray | None = None
+        for rows in length_batches([len(t) for t in texts], part_size, split=False):
+            part = await self.run(fn, [texts[i] for i in rows])
+            if out is None:
+                out = np.empty((len(texts), *part.shape[1:]), dtype=part.dtype)
+            out[rows] = part
+        assert out is not None
+        return out
 
     def check_texts(self, texts: Sequence[str], what: str, hint: str = "chunk it first") -> None:
         """Each text non-blank and within max_text_chars; errors name the item."""
