@@ -162,7 +162,7 @@ async def direct_search(
                 query_text=query,
                 query_vector=list(reply.embeddings[0].values),
                 mode=retriever_pb2.SEARCH_MODE_HYBRID,
-                top_k=top_k,
+                fetch_k=top_k,
                 fusion=retriever_pb2.FUSION_METHOD_RRF,
             ),
         )

@@ -15,12 +15,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from services.gateway.chat import router as chat
 from services.gateway.chat.serving import ChatServing
 from services.gateway.collections import router as collections
+from services.gateway.collections.serving import CollectionsServing
 from services.gateway.documents import jobs_router as ingest_jobs
 from services.gateway.documents import router as documents
 from services.gateway.documents.ingest import ocr
-from services.gateway.documents.ingest.jobs import IngestJobs
-from services.gateway.documents.ingest.pipeline import IngestPipeline
 from services.gateway.documents.protocol import DocumentsIngest
+from services.gateway.documents.serving import DocumentsServing
 from services.gateway.http import health
 from services.gateway.http.auth import ApiKeysAndRateLimit
 from services.gateway.http.browser_safety import BrowserSafety
@@ -55,9 +55,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         services = Services(settings)
         app.state.settings = settings
         app.state.services = services
-        app.state.pipeline = IngestPipeline(services, settings)
+        # Each endpoint's serving object, fetched by its router.
         app.state.chat = ChatServing(services, settings)
-        app.state.ingest_jobs = IngestJobs(app.state.pipeline, settings)
+        app.state.documents = DocumentsServing(services, settings)
+        app.state.collections = CollectionsServing(services)
         app.state.keys = keys
         # SIGHUP re-reads the key file: a key removed there is refused from the next request.
         # Signals reach only the main thread (uvloop says ValueError, asyncio RuntimeError).
@@ -66,7 +67,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            await app.state.ingest_jobs.close()
+            await app.state.documents.close()
             await services.close()
 
     app = FastAPI(

@@ -32,22 +32,22 @@ def _collect(dense: list[ScoredChunk], sparse: list[ScoredChunk]) -> dict[str, F
     return hits
 
 
-def _ranked(hits: dict[str, FusedHit], top_k: int) -> list[FusedHit]:
+def _ranked(hits: dict[str, FusedHit], fetch_k: int) -> list[FusedHit]:
     # Ties broken by best single-mode rank, then id, so results are deterministic.
     def best_rank(h: FusedHit) -> int:
         return min(r for r in (h.dense_rank, h.sparse_rank) if r > 0)
 
-    return sorted(hits.values(), key=lambda h: (-h.score, best_rank(h), h.chunk.id))[:top_k]
+    return sorted(hits.values(), key=lambda h: (-h.score, best_rank(h), h.chunk.id))[:fetch_k]
 
 
 def rrf(
-    dense: list[ScoredChunk], sparse: list[ScoredChunk], top_k: int, k: int = 60
+    dense: list[ScoredChunk], sparse: list[ScoredChunk], fetch_k: int, k: int = 60
 ) -> list[FusedHit]:
     """Reciprocal rank fusion: score = sum over modes of 1 / (k + rank)."""
     hits = _collect(dense, sparse)
     for hit in hits.values():
         hit.score = sum(1.0 / (k + r) for r in (hit.dense_rank, hit.sparse_rank) if r > 0)
-    return _ranked(hits, top_k)
+    return _ranked(hits, fetch_k)
 
 
 def _min_max(values: list[float]) -> tuple[float, float]:
@@ -58,7 +58,7 @@ def _min_max(values: list[float]) -> tuple[float, float]:
 def weighted(
     dense: list[ScoredChunk],
     sparse: list[ScoredChunk],
-    top_k: int,
+    fetch_k: int,
     dense_weight: float = 0.5,
     sparse_weight: float = 0.5,
 ) -> list[FusedHit]:
@@ -74,7 +74,7 @@ def weighted(
         d = (hit.dense_score - d_lo) / d_span if hit.dense_rank else 0.0
         s = (hit.sparse_score - s_lo) / s_span if hit.sparse_rank else 0.0
         hit.score = dense_weight * d + sparse_weight * s
-    return _ranked(hits, top_k)
+    return _ranked(hits, fetch_k)
 
 
 def single(results: list[ScoredChunk], *, dense: bool) -> list[FusedHit]:

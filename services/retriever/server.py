@@ -22,7 +22,7 @@ from shared.version import VERSION
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 pb = retriever_pb2
-DEFAULT_TOP_K = 10
+DEFAULT_FETCH_K = 10
 DEFAULT_RRF_K = 60
 DEFAULT_DOCUMENT_PAGE = 100
 
@@ -215,9 +215,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
     async def Search(self, request: pb.SearchRequest, context: Any) -> pb.SearchResponse:
         validate_collection_name(request.collection)
         mode = request.mode or pb.SEARCH_MODE_HYBRID
-        top_k = request.top_k or DEFAULT_TOP_K
-        if not 0 < top_k <= self.settings.max_top_k:
-            raise InvalidArgument(f"top_k must be between 1 and {self.settings.max_top_k}")
+        fetch_k = request.fetch_k or DEFAULT_FETCH_K
+        if not 0 < fetch_k <= self.settings.max_top_k:
+            raise InvalidArgument(f"fetch_k must be between 1 and {self.settings.max_top_k}")
         wants_dense = mode in (pb.SEARCH_MODE_DENSE, pb.SEARCH_MODE_HYBRID)
         wants_sparse = mode in (pb.SEARCH_MODE_SPARSE, pb.SEARCH_MODE_HYBRID)
         mode_name = pb.SearchMode.Name(mode).removeprefix("SEARCH_MODE_").lower()
@@ -236,21 +236,21 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         if mode != pb.SEARCH_MODE_HYBRID:
             if wants_dense:
                 results = await self.run(
-                    self.store.dense_search, request.collection, vector, top_k, flt, include
+                    self.store.dense_search, request.collection, vector, fetch_k, flt, include
                 )
             else:
                 results = await self.run(
                     self.store.sparse_search,
                     request.collection,
                     request.query_text,
-                    top_k,
+                    fetch_k,
                     flt,
                     include,
                 )
             hits = fusion.single(results, dense=wants_dense)
         else:
-            depth = request.candidate_k or max(top_k * 4, 100)
-            depth = min(max(depth, top_k), self.settings.max_candidate_k)
+            depth = request.candidate_k or max(fetch_k * 4, 100)
+            depth = min(max(depth, fetch_k), self.settings.max_candidate_k)
             dense, sparse = await asyncio.gather(
                 self.run(self.store.dense_search, request.collection, vector, depth, flt, include),
                 self.run(
@@ -266,9 +266,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
                 dw, sw = request.dense_weight, request.sparse_weight
                 if dw == 0 and sw == 0:
                     dw = sw = 0.5
-                hits = fusion.weighted(dense, sparse, top_k, dw, sw)
+                hits = fusion.weighted(dense, sparse, fetch_k, dw, sw)
             else:
-                hits = fusion.rrf(dense, sparse, top_k, request.rrf_k or DEFAULT_RRF_K)
+                hits = fusion.rrf(dense, sparse, fetch_k, request.rrf_k or DEFAULT_RRF_K)
         return pb.SearchResponse(
             mode=mode,
             hits=[

@@ -58,7 +58,7 @@ class RetrieverSettings(ServiceSettings):
         description="Snowball stemmer for BM25 terms (english, german, ...); empty disables "
         "stemming. Collections keep the analysis they were built with.",
     )
-    max_top_k: int = Field(1000, ge=1, description="Largest top_k a search may ask for.")
+    max_top_k: int = Field(1000, ge=1, description="Largest fetch_k a search may ask for.")
     max_candidate_k: int = Field(2000, ge=1, description="Most candidates fetched per mode.")
     max_chunks_per_upsert: int = Field(10_000, ge=1, description="Most chunks in one upsert.")
     max_chunk_chars: int = Field(60_000, ge=1, description="Longest chunk text accepted.")

@@ -96,7 +96,7 @@ class RetrieverClient(TypedClient[retriever_pb2_grpc.RetrieverStub]):
         query_text: str,
         query_vector: Sequence[float],
         mode: Mode,
-        top_k: int,
+        fetch_k: int,
         fusion: Fusion = "rrf",
         filter: dict[str, Any] | None = None,
         rrf_k: int = 0,
@@ -104,14 +104,14 @@ class RetrieverClient(TypedClient[retriever_pb2_grpc.RetrieverStub]):
         sparse_weight: float = 0.0,
         timeout_s: float | None = None,
     ) -> Sequence[retriever_pb2.SearchHit]:
-        """The best `top_k` chunks, best first. rrf_k and the weights at 0 leave them to the
+        """The best `fetch_k` chunks, best first. rrf_k and the weights at 0 leave them to the
         retriever's defaults (k 60; weights 0.5 each)."""
         request = retriever_pb2.SearchRequest(
             collection=collection,
             query_text=query_text,
             query_vector=query_vector,
             mode=_MODES[mode],
-            top_k=top_k,
+            fetch_k=fetch_k,
             fusion=_FUSIONS[fusion],
             rrf_k=rrf_k,
             dense_weight=dense_weight,

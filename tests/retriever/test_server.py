@@ -60,7 +60,7 @@ def test_modes_rank_by_their_own_signal(grpc_collection) -> None:  # type: ignor
         grpc_collection,
         "Search",
         pb.SearchRequest(
-            collection="grpc_t", query_vector=[0, 1, 0], mode=pb.SEARCH_MODE_DENSE, top_k=1
+            collection="grpc_t", query_vector=[0, 1, 0], mode=pb.SEARCH_MODE_DENSE, fetch_k=1
         ),
     )
     assert dense.hits[0].chunk.id == "b-0" and dense.hits[0].dense_rank == 1
@@ -68,7 +68,7 @@ def test_modes_rank_by_their_own_signal(grpc_collection) -> None:  # type: ignor
         grpc_collection,
         "Search",
         pb.SearchRequest(
-            collection="grpc_t", query_text="glacier ice", mode=pb.SEARCH_MODE_SPARSE, top_k=3
+            collection="grpc_t", query_text="glacier ice", mode=pb.SEARCH_MODE_SPARSE, fetch_k=3
         ),
     )
     assert sparse.hits[0].chunk.id == "a-1" and sparse.hits[0].sparse_score > 0
@@ -79,7 +79,7 @@ def test_modes_rank_by_their_own_signal(grpc_collection) -> None:  # type: ignor
             collection="grpc_t",
             query_text="moon tides",
             query_vector=[0, 1, 0],
-            top_k=2,
+            fetch_k=2,
             filter=dict_to_struct({"document_id": "b"}),
         ),
     )
@@ -210,7 +210,7 @@ def test_faiss_backend_serves_and_keeps_data_across_a_restart(tmp_path, index_ty
                 collection="faiss_t",
                 query_text="glacier ice",
                 query_vector=[0.9, 0.1, 0],
-                top_k=2,
+                fetch_k=2,
             ),
         )
 

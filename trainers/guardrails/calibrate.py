@@ -21,31 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from trainers.data import read_texts
 from trainers.guardrails.scoring import threshold_at_fpr
 
 # As the service's retrieval rail cuts chunks (custom_data.ragrail.injection.window_chars).
 WINDOW_CHARS = 500
-
-
-def read_docs(path: Path, limit: int) -> list[str]:
-    """Texts of a JSON-lines corpus (`title` and `text`, as BEIR) or one per line."""
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist")
-    docs: list[str] = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            if path.suffix == ".jsonl":
-                row = json.loads(line)
-                docs.append(f"{row.get('title') or ''}\n\n{row.get('text') or ''}".strip())
-            else:
-                docs.append(line.strip())
-            if limit and len(docs) >= limit:
-                break
-    if not docs:
-        raise SystemExit(f"{path} holds no text")
-    return docs
 
 
 def document_scores(classifier: Any, docs: list[str], window_chars: int) -> np.ndarray:
@@ -98,7 +78,7 @@ def run(model: Path, docs_path: Path, max_docs: int, target_fpr: float) -> dict[
     from shared.models.classifier import InjectionClassifier
 
     classifier = InjectionClassifier(model)
-    docs = read_docs(docs_path, max_docs)
+    docs = read_texts(docs_path, max_docs)
     threshold, stats = calibrate(classifier, docs, target_fpr, str(docs_path))
     write(model, threshold, stats)
     print(

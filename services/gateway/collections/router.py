@@ -5,28 +5,18 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Request
 
 from services.gateway.collections import protocol
-from services.gateway.http.access import authorize, get_principal, readable
-from services.gateway.http.clients import Services
-from services.gateway.http.deps import get_services
+from services.gateway.collections.serving import CollectionsServing
+from services.gateway.http.access import authorize, get_principal
 from services.gateway.http.errors import ErrorResponse
 from services.gateway.http.principals import Action, Principal
-from shared.proto.ragrail.v1 import retriever_pb2
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
 NamePath = Path(pattern=protocol.COLLECTION_NAME, description="Collection name.")
 
 
-def _collection(
-    c: retriever_pb2.Collection, stats: retriever_pb2.CollectionStats | None = None
-) -> protocol.Collection:
-    return protocol.Collection(
-        name=c.name,
-        dimension=c.dimension,
-        description=c.description,
-        created_at=c.created_at,
-        num_chunks=stats.num_chunks if stats else None,
-        num_documents=stats.num_documents if stats else None,
-    )
+async def get_collections(request: Request) -> CollectionsServing:
+    # `async def`: FastAPI runs a plain `def` dependency in its thread pool (http/deps.py).
+    return request.app.state.collections
 
 
 @router.post(
@@ -36,38 +26,34 @@ def _collection(
     responses={403: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
 )
 async def create_collection(
-    body: protocol.CollectionCreate, request: Request, services: Services = Depends(get_services)
+    body: protocol.CollectionCreate,
+    request: Request,
+    collections: CollectionsServing = Depends(get_collections),
 ) -> protocol.Collection:
     """Creates a collection sized for the running embedder's vectors (admin scope)."""
     authorize(request, Action.admin, body.name, creating=True)
-    embedder = await services.embedder.info()
-    created = await services.retriever.create_collection(
-        body.name, embedder.dimension, body.description
-    )
-    return _collection(created)
+    return await collections.create(body)
 
 
 @router.get("", response_model=protocol.CollectionList)
 async def list_collections(
-    services: Services = Depends(get_services), principal: Principal = Depends(get_principal)
+    collections: CollectionsServing = Depends(get_collections),
+    principal: Principal = Depends(get_principal),
 ) -> protocol.CollectionList:
     """The collections the key may read."""
-    collections = await services.retriever.list_collections()
-    names = set(readable(principal, [c.name for c in collections]))
-    return protocol.CollectionList(
-        collections=[_collection(c) for c in collections if c.name in names]
-    )
+    return protocol.CollectionList(collections=await collections.readable(principal))
 
 
 @router.get(
     "/{name}", response_model=protocol.Collection, responses={404: {"model": ErrorResponse}}
 )
 async def get_collection(
-    request: Request, name: str = NamePath, services: Services = Depends(get_services)
+    request: Request,
+    name: str = NamePath,
+    collections: CollectionsServing = Depends(get_collections),
 ) -> protocol.Collection:
     authorize(request, Action.read, name)
-    stats = await services.retriever.collection_stats(name)
-    return _collection(stats.collection, stats)
+    return await collections.get(name)
 
 
 @router.delete(
@@ -76,8 +62,10 @@ async def get_collection(
     responses={403: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
 )
 async def delete_collection(
-    request: Request, name: str = NamePath, services: Services = Depends(get_services)
+    request: Request,
+    name: str = NamePath,
+    collections: CollectionsServing = Depends(get_collections),
 ) -> None:
     """Deletes a collection and its documents (admin scope)."""
     authorize(request, Action.admin, name)
-    await services.retriever.delete_collection(name)
+    await collections.delete(name)

@@ -34,6 +34,30 @@ class DocumentsIngest(BaseModel):
     chunk_overlap: int | None = Field(None, ge=0, le=4096)
 
 
+# The ingest routes read their body themselves (multipart files or JSON text): its OpenAPI
+# request body is written here, by hand, for POST /v1/documents and POST /v1/ingest/jobs.
+_MULTIPART_SCHEMA = {
+    "type": "object",
+    "required": ["collection", "files"],
+    "properties": {
+        "collection": {"type": "string", "pattern": COLLECTION_NAME},
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "metadata": {"type": "string", "description": "JSON object merged into every document."},
+        "chunk_size": {"type": "integer"},
+        "chunk_overlap": {"type": "integer"},
+    },
+}
+INGEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {"schema": _MULTIPART_SCHEMA},
+            "application/json": {"schema": {"$ref": "#/components/schemas/DocumentsIngest"}},
+        },
+    }
+}
+
+
 class IngestedDocument(BaseModel):
     id: str
     name: str

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway.http import audit
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.errors import error_response
 from services.gateway.http.principals import OPEN, Keys, key_id
 from services.gateway.http.response_status import ResponseStatus
@@ -62,9 +63,9 @@ class TokenBuckets:
         return (1 - bucket.tokens) / rate
 
 
-class ApiKeysAndRateLimit:
+class ApiKeysAndRateLimit(HttpMiddleware):
     def __init__(self, app: ASGIApp, settings: GatewaySettings, keys: Keys) -> None:
-        self.app = app
+        super().__init__(app)
         self.keys = keys
         self.limits = TokenBuckets(settings.rate_limit_rpm, settings.rate_limit_burst)
 
@@ -76,11 +77,10 @@ class ApiKeysAndRateLimit:
         api_key = headers.get(b"x-api-key")
         return api_key.decode("latin-1").strip() if api_key else None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if (
-            scope["type"] != "http"
-            or path in OPEN_PATHS
+            path in OPEN_PATHS
             or path == "/"
             or path.startswith(OPEN_PREFIXES)
             or scope.get("method") == "OPTIONS"  # CORS preflights carry no credentials

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.errors import error_response
 from services.gateway.settings import GatewaySettings
 
@@ -62,19 +63,16 @@ class HostNames:
         return self.any or name in self.exact or name.endswith(self.suffixes)
 
 
-class BrowserSafety:
+class BrowserSafety(HttpMiddleware):
     def __init__(self, app: ASGIApp, settings: GatewaySettings, keyless: bool) -> None:
-        self.app = app
+        super().__init__(app)
         self.hosts = HostNames(settings)
         self.check_host = (keyless or self.hosts.configured) and not self.hosts.any
         self.origins = {o.rstrip("/").lower() for o in settings.cors_origins}
         self.any_origin = "*" in self.origins
         self.require_header = settings.csrf_require_header
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         host = headers.get(b"host", b"").decode("latin-1")
         refusal = None

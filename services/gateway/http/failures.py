@@ -21,9 +21,11 @@ import time
 import uuid
 
 from prometheus_client import Counter
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.errors import error_response
+from services.gateway.http.response_status import ResponseStatus
 
 log = logging.getLogger("ragrail.gateway")
 
@@ -47,14 +49,8 @@ def _error_of(body: bytes) -> tuple[str, str]:
         return "HTTPError", body[:200].decode("utf-8", "replace")
 
 
-class FailureAccounting:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class FailureAccounting(HttpMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         status = 0
         body = bytearray()
@@ -104,25 +100,13 @@ class FailureAccounting:
             log.info("request refused", extra=extra)
 
 
-class UnhandledErrors:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+class UnhandledErrors(HttpMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = ResponseStatus(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, response)
         except Exception:
-            if started:
+            if response.started:
                 raise  # mid-response: closing the connection is all that is left
             rid = uuid.uuid4().hex[:16]
             log.exception("unhandled error", extra={"path": scope.get("path"), "request_id": rid})

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.errors import error_response
+from services.gateway.http.response_status import ResponseStatus
 
 
 class _TooLarge(Exception):
     pass
 
 
-class BodySizeLimit:
+class BodySizeLimit(HttpMiddleware):
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
     def _message(self) -> str:
@@ -23,17 +25,13 @@ class BodySizeLimit:
             "or raise RAGRAIL_GATEWAY_MAX_REQUEST_MB"
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await error_response(413, self._message(), "PayloadTooLarge")(scope, receive, send)
             return
         seen = 0
-        started = False
 
         async def counting_receive() -> Message:
             nonlocal seen
@@ -44,13 +42,9 @@ class BodySizeLimit:
                     raise _TooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = ResponseStatus(send)
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, response)
         except _TooLarge:
-            if not started:
+            if not response.started:
                 await error_response(413, self._message(), "PayloadTooLarge")(scope, receive, send)

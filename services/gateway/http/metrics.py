@@ -1,8 +1,6 @@
 """Per-request Prometheus metrics and the access log line, as plain ASGI middleware.
 
-Starlette's `@app.middleware("http")` (BaseHTTPMiddleware) runs every request through an
-extra task and memory stream; on /v1/search that cost a measurable share of the gateway's
-own time, so this wraps `send` instead and records when the response starts."""
+It wraps `send` and records when the response starts (why plain ASGI: http/asgi.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +8,9 @@ import logging
 import time
 
 from prometheus_client import Counter, Histogram
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.response_status import ResponseStatus
 
 log = logging.getLogger("ragrail.gateway")
@@ -28,14 +27,8 @@ HTTP_LATENCY = Histogram(
 QUIET_ROUTES = frozenset({"/metrics", "/v1/health"})
 
 
-class RequestMetrics:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+class RequestMetrics(HttpMiddleware):
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         recorded = ResponseStatus(send)
         try:

@@ -1,5 +1,6 @@
 """The status of the response an ASGI app sends, for middleware that records it afterwards
-(the HTTP metrics, the audit log)."""
+(the HTTP metrics, the audit log) or that may still answer in its place until it has started
+(the body size limit, unhandled errors)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ class ResponseStatus:
 
     def __init__(self, send: Send) -> None:
         self.code = 500
+        self.started = False
         self._send = send
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.code = message["status"]
+            self.started = True
         await self._send(message)

@@ -23,8 +23,9 @@ import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from services.gateway.http.asgi import HttpMiddleware
 from services.gateway.http.errors import error_response
 from shared.errors import InvalidArgument
 
@@ -176,16 +177,13 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
-class JsonBodyGuard:
+class JsonBodyGuard(HttpMiddleware):
     """ASGI middleware: a JSON body holding a lone surrogate is answered 422 naming the field,
     for every route at once (chat messages, embeddings input, queries, filters, metadata).
     Such strings decode fine in Python and fail only when protobuf encodes them: a 500."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _METHODS_WITH_BODY:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in _METHODS_WITH_BODY:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])

@@ -72,7 +72,7 @@ async def _collection(
         query_text=query,
         query_vector=vector,
         mode=plan.mode,  # type: ignore[arg-type]  # a StrEnum of the same names
-        top_k=plan.fetch_k,
+        fetch_k=plan.fetch_k,
         fusion=plan.fusion,  # type: ignore[arg-type]
         filter=plan.filter,
         rrf_k=plan.rrf_k,

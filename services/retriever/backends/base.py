@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from services.retriever.backends.validation import (
-    MAX_TOP_K,
+    MAX_K,
     check_new_collection,
     check_page,
     check_query_vector,
     validate_collection_name,
-    validate_top_k,
+    validate_k,
 )
 from shared.errors import AlreadyExists, FailedPrecondition, NotFound, RagrailError, Unavailable
 
@@ -70,7 +70,9 @@ class ScoredChunk:
 @dataclass(frozen=True)
 class SearchRequest:
     """A search whose collection exists and whose k is in range: what a backend's search
-    hook receives besides the checked query."""
+    hook receives besides the checked query. `k` is how many hits this one mode returns: the
+    request's fetch_k in a dense or sparse search, its candidate depth (candidate_k) in each
+    mode of a hybrid search, before fusion cuts to fetch_k."""
 
     collection: str
     k: int
@@ -134,7 +136,7 @@ class VectorStore(ABC):
     ) -> list[ScoredChunk]:
         """Best first; score is the cosine similarity (vectors arrive normalised)."""
         dimension = self._open(name)
-        validate_top_k(k, MAX_TOP_K)
+        validate_k(k, MAX_K)
         query = check_query_vector(vector, dimension, name)
         return self._dense_search(SearchRequest(name, k, flt, include_vectors), query)
 
@@ -148,7 +150,7 @@ class VectorStore(ABC):
     ) -> list[ScoredChunk]:
         """BM25 over the chunk texts, best first; score is the BM25 score (>= 0)."""
         self._open(name)
-        validate_top_k(k, MAX_TOP_K)
+        validate_k(k, MAX_K)
         terms = self._analyzer.terms(text)
         if not terms:
             return []  # only stop words: nothing for BM25 to match

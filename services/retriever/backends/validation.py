@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # Milvus's limits for a FLOAT_VECTOR and for one search; FAISS keeps them so that both
 # backends refuse the same requests.
 MAX_DIMENSION = 32_768
-MAX_TOP_K = 16_384
+MAX_K = 16_384
 MAX_DESCRIPTION_CHARS = 4_096
 
 COLLECTION_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -70,7 +70,7 @@ def is_collection_name(name: str) -> bool:
     return COLLECTION_NAME_RE.fullmatch(name) is not None
 
 
-def validate_top_k(k: int, limit: int = MAX_TOP_K) -> None:
+def validate_k(k: int, limit: int = MAX_K) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or not 0 < k <= limit:
         raise InvalidArgument(f"k must be between 1 and {limit}, got {k!r}")
 

@@ -176,12 +176,12 @@ class DeleteDocumentsResponse(_message.Message):
     def __init__(self, deleted: _Optional[int] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("collection", "query_text", "query_vector", "mode", "top_k", "filter", "fusion", "rrf_k", "dense_weight", "sparse_weight", "candidate_k", "include_vectors")
+    __slots__ = ("collection", "query_text", "query_vector", "mode", "fetch_k", "filter", "fusion", "rrf_k", "dense_weight", "sparse_weight", "candidate_k", "include_vectors")
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     QUERY_TEXT_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
-    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    FETCH_K_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
     RRF_K_FIELD_NUMBER: _ClassVar[int]
@@ -193,7 +193,7 @@ class SearchRequest(_message.Message):
     query_text: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     mode: SearchMode
-    top_k: int
+    fetch_k: int
     filter: _struct_pb2.Struct
     fusion: FusionMethod
     rrf_k: int
@@ -201,7 +201,7 @@ class SearchRequest(_message.Message):
     sparse_weight: float
     candidate_k: int
     include_vectors: bool
-    def __init__(self, collection: _Optional[str] = ..., query_text: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rrf_k: _Optional[int] = ..., dense_weight: _Optional[float] = ..., sparse_weight: _Optional[float] = ..., candidate_k: _Optional[int] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., query_text: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., fetch_k: _Optional[int] = ..., filter: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fusion: _Optional[_Union[FusionMethod, str]] = ..., rrf_k: _Optional[int] = ..., dense_weight: _Optional[float] = ..., sparse_weight: _Optional[float] = ..., candidate_k: _Optional[int] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("chunk", "score", "dense_score", "sparse_score", "dense_rank", "sparse_rank")
