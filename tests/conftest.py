@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -36,11 +38,37 @@ TINY_RERANKER_TRAINING = [
 ]  # fmt: skip
 
 
+def built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]
+) -> Path:
+    """A directory this test run's pytest-xdist workers share (a model the tests train),
+    made by `build(path)` once: the first worker to ask builds it while the others wait on
+    its lock, then find it done. Two workers training the same tiny model doubled the
+    suite's costliest fixtures."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = root / "built" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = out.parent / f"{name}.done"
+    with (out.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # a build that failed half-way
+            build(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_reranker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A reranker trained by `python -m trainers.reranker` on tests/fixtures/beir_tiny, with
     model.onnx (seconds)."""
-    out = tmp_path_factory.mktemp("reranker") / "tiny"
+    out = built_once(tmp_path_factory, "reranker-tiny", train_tiny_reranker)
+    assert (out / "model.onnx").is_file() and (out / "config.json").is_file()
+    return out
+
+
+def train_tiny_reranker(out: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     done = subprocess.run(
@@ -52,8 +80,6 @@ def tiny_reranker(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     assert done.returncode == 0, f"training failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert (out / "model.onnx").is_file() and (out / "config.json").is_file()
-    return out
 
 
 class Target(str):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, built_once
 
 FIXTURE = REPO / "tests" / "fixtures" / "injections"
 GUARD_FIXTURE = REPO / "tests" / "fixtures" / "guard"
@@ -37,7 +37,10 @@ GUARD_THRESHOLDS = {
 
 @pytest.fixture(scope="session")
 def guard_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("guard-model") / "tiny"
+    return built_once(tmp_path_factory, "guard-model", train_guard_model)
+
+
+def train_guard_model(out: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "trainers.guardrails", *GUARD_TRAINING, "--out", str(out)],
         cwd=REPO,
@@ -48,12 +51,14 @@ def guard_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
              "TQDM_DISABLE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, f"training failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return out
 
 
 @pytest.fixture(scope="session")
 def injection_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("guardrails-model") / "tiny"
+    return built_once(tmp_path_factory, "injection-model", train_injection_model)
+
+
+def train_injection_model(out: Path) -> None:
     done = subprocess.run(
         [
             sys.executable, "-m", "trainers.guardrails.baseline", "--data", str(FIXTURE), "--out",
@@ -66,7 +71,6 @@ def injection_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert done.returncode == 0, f"training failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return out
 
 
 def config_copy(target: Path, input_flows: list[str] | None = None, **ragrail: dict) -> Path:
