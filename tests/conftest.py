@@ -82,6 +82,23 @@ def train_tiny_reranker(out: Path) -> None:
     assert done.returncode == 0, f"training failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
+def run_module(
+    module: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m <module>` to its end (a service that must refuse to start), with `env` on
+    top of a RAGRAIL_-free environment, from the checkout; its output captured."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    full.update(HF_HUB_OFFLINE="1", **env)
+    return subprocess.run(
+        [sys.executable, "-m", module],
+        cwd=REPO,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class Target(str):
     """A service's host:port, with the process serving it (tests that stop it mid-run)."""
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from services.embedder.settings import EmbedderSettings
 from shared.errors import FailedPrecondition
 from shared.models.encoder import Encoder as EmbeddingBackend
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
-from tests.conftest import REPO, free_port, grpc_service
+from tests.conftest import free_port, grpc_service, run_module
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -216,22 +214,13 @@ def test_service_embeds_with_the_onnx_backend(
 
 @pytest.mark.integration
 def test_service_without_a_model_refuses_to_start() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(
-        HF_HUB_OFFLINE="1",
+    env = dict(
         RAGRAIL_EMBEDDER_BACKEND="onnx",
         RAGRAIL_EMBEDDER_PORT=str(free_port()),
         RAGRAIL_EMBEDDER_METRICS_PORT="-1",
         RAGRAIL_EMBEDDER_LOG_FORMAT="text",
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "services.embedder"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_module("services.embedder", env)
     assert result.returncode == 2
     assert "python -m trainers.quantize embedder" in result.stdout + result.stderr
 

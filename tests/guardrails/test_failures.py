@@ -6,10 +6,8 @@ same verdicts as NeMo Guardrails' LLMRails."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -17,29 +15,19 @@ import pytest
 import yaml
 
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
-from tests.conftest import REPO, free_port, grpc_service
+from tests.conftest import free_port, grpc_service, run_module
 from tests.guardrails.conftest import config_copy
 
 pytestmark = pytest.mark.integration
 
 
 def start_and_fail(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    full.update(
-        HF_HUB_OFFLINE="1",
-        RAGRAIL_GUARDRAILS_PORT=str(free_port()),
-        RAGRAIL_GUARDRAILS_METRICS_PORT="-1",
-        RAGRAIL_GUARDRAILS_LOG_FORMAT="text",
-        **env,
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "services.guardrails"],
-        cwd=REPO,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    ports = {
+        "RAGRAIL_GUARDRAILS_PORT": str(free_port()),
+        "RAGRAIL_GUARDRAILS_METRICS_PORT": "-1",
+        "RAGRAIL_GUARDRAILS_LOG_FORMAT": "text",
+    }
+    return run_module("services.guardrails", {**ports, **env}, timeout=180)
 
 
 @pytest.mark.parametrize("broken", ["model_int8.onnx", "guard.json", "tokenizer.json"])

@@ -3,15 +3,12 @@ and the setting that moves it (not a traceback, not a hang)."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_module
 from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -26,35 +23,27 @@ def held_port() -> Iterator[int]:
         yield port
 
 
-def start_retriever(tmp_path, **ports: int) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(
-        RAGRAIL_RETRIEVER_BACKEND="faiss",
-        RAGRAIL_RETRIEVER_FAISS_DIR=str(tmp_path / "faiss"),
-        RAGRAIL_RETRIEVER_PORT=str(ports.get("port") or free_port()),
-        RAGRAIL_RETRIEVER_METRICS_PORT=str(ports.get("metrics_port") or free_port()),
+@pytest.mark.parametrize(
+    ("which", "message", "setting"),
+    [
+        ("port", "cannot bind 127.0.0.1:{port}: another process holds the port", "PORT"),
+        ("metrics_port", "cannot serve metrics on 127.0.0.1:{port}", "METRICS_PORT"),
+    ],
+)
+def test_a_taken_port_names_the_port_and_the_setting(  # type: ignore[no-untyped-def]
+    tmp_path, held_port: int, which: str, message: str, setting: str
+) -> None:
+    ports = {"port": str(free_port()), "metrics_port": str(free_port()), which: str(held_port)}
+    done = run_module(
+        "services.retriever",
+        {
+            "RAGRAIL_RETRIEVER_BACKEND": "faiss",
+            "RAGRAIL_RETRIEVER_FAISS_DIR": str(tmp_path / "faiss"),
+            "RAGRAIL_RETRIEVER_PORT": ports["port"],
+            "RAGRAIL_RETRIEVER_METRICS_PORT": ports["metrics_port"],
+        },
     )
-    return subprocess.run(
-        [sys.executable, "-m", "services.retriever"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def test_a_taken_grpc_port_names_the_port_and_the_setting(tmp_path, held_port: int) -> None:  # type: ignore[no-untyped-def]
-    done = start_retriever(tmp_path, port=held_port)
     assert done.returncode != 0
-    assert f"cannot bind 127.0.0.1:{held_port}: another process holds the port" in done.stderr
-    assert "RAGRAIL_RETRIEVER_PORT" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-def test_a_taken_metrics_port_names_the_port_and_the_setting(tmp_path, held_port: int) -> None:  # type: ignore[no-untyped-def]
-    done = start_retriever(tmp_path, metrics_port=held_port)
-    assert done.returncode != 0
-    assert f"cannot serve metrics on 127.0.0.1:{held_port}" in done.stderr
-    assert "RAGRAIL_RETRIEVER_METRICS_PORT" in done.stderr
+    assert message.format(port=held_port) in done.stderr
+    assert f"RAGRAIL_RETRIEVER_{setting}" in done.stderr
     assert "Traceback" not in done.stderr

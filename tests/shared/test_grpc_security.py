@@ -137,26 +137,15 @@ def test_mtls_needs_a_client_certificate(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_missing_certificate_stops_the_service_with_the_setting_named(tmp_path: Path) -> None:
-    import os
-    import sys
+    from tests.conftest import run_module
 
-    from tests.conftest import REPO
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(
+    env = dict(
         retriever_env(tmp_path),
         RAGRAIL_RETRIEVER_PORT="0",
         RAGRAIL_RETRIEVER_METRICS_PORT="-1",
         RAGRAIL_GRPC_TLS_CERT_FILE=str(tmp_path / "nope.pem"),
         RAGRAIL_GRPC_TLS_KEY_FILE=str(tmp_path / "nope-key.pem"),
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "services.retriever"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_module("services.retriever", env)
     assert done.returncode == 2
     assert "RAGRAIL_GRPC_TLS_" in done.stdout + done.stderr
