@@ -38,7 +38,7 @@ def noisy(pages: list) -> list:
 
 def _levelled(image) -> np.ndarray:  # type: ignore[no-untyped-def]
     gray = np.asarray(image)
-    return scan_grid.levelled(gray, scan_grid.level_range(gray))
+    return scan_grid.levelled(gray, scan_grid.paper_level(gray))
 
 
 def test_the_grid_of_a_skewed_noisy_table_is_found(noisy: list) -> None:
