@@ -13,7 +13,7 @@ from bench import docset
 from services.gateway.documents.ingest import scan_grid
 from services.gateway.documents.ingest.context import ParseContext
 from services.gateway.documents.ingest.parsers import parse_document
-from services.gateway.documents.ingest.scan_tables import consistent_numbers
+from services.gateway.documents.ingest.scan_tables import consistent_case, consistent_numbers
 
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None,
@@ -34,6 +34,15 @@ def noisy(pages: list) -> list:
     """The pages as a worn scanner gives them: skewed (up to 1.5 degrees), blurred, speckled,
     JPEG-compressed."""
     return [docset.degrade(page, seed=40 + k) for k, page in enumerate(pages)]
+
+
+def test_a_small_letter_a_column_of_capitals_contradicts_is_mended() -> None:
+    rows = [["Segment", "2021"], ["industrial sensors", "12"], ["Ports", "8"], ["Rail", "9"]]
+    assert consistent_case(rows)[1][0] == "Industrial sensors"
+    names = [["Shop"], ["eBay"], ["Amazon"], ["Zalando"]]
+    assert consistent_case(names) == names  # e is not a capital drawn small
+    two = [["Name"], ["iPhone"], ["iPad"], ["Mac"]]
+    assert consistent_case(two) == two  # two small starts: the column's own style
 
 
 def _levelled(image) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -11,7 +11,8 @@ one pass over the stack costs less than a pass over the page. No rule pixel is i
 nothing is read beside a cell's text, and a row label cannot be split from its values: each
 cell is its own line. The stack is enlarged and binarized (see _LINE_PX): at a 200 dpi scan's
 size Tesseract read a thousands comma as a full stop, or lost it, in a cell out of thirty.
-Number slips a column contradicts are mended (consistent_numbers).
+Number slips and a first letter in the wrong case that a column contradicts are mended
+(consistent_numbers, consistent_case).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class ScanLayout:
         out = []
         for t, (n_rows, n_cols) in enumerate(self.shapes):
             rows = [[texts.get((t, r, c), "") for c in range(n_cols)] for r in range(n_rows)]
-            out.append((texts.get((t, -1, 0), ""), consistent_numbers(rows)))
+            out.append((texts.get((t, -1, 0), ""), consistent_case(consistent_numbers(rows))))
         return out
 
 
@@ -220,4 +221,26 @@ def consistent_numbers(rows: list[list[str]]) -> list[list[str]]:
         for row in rows:
             if _STOP_FOR_COMMA.fullmatch(row[c]):
                 row[c] = _STOP_FOR_COMMA.sub(r"\1,\2\3", row[c])
+    return rows
+
+
+# Letters whose capital is their small letter drawn larger (and i, whose dot a noisy scan
+# blurs into a serif): Tesseract takes one for the other in a noisy cell ("industrial").
+_CASE_BLIND = frozenset("ciosvwxz")
+
+
+def consistent_case(rows: list[list[str]]) -> list[list[str]]:
+    """Cells whose first letter OCR read in the wrong case, mended where the column says
+    so: in a column whose other worded cells (two at least) all start with a capital, one
+    starting with a small letter that looks like its capital ("industrial sensors") gets the
+    capital. Other letters are left alone: "eBay" in a column of names stays."""
+    rows = [list(row) for row in rows]
+    for c in range(len(rows[0]) if rows else 0):
+        starts = [row[c][:1] for row in rows if row[c][:1].isalpha()]
+        small = [s for s in starts if s.islower()]
+        if len(small) != 1 or len(starts) < 3 or small[0] not in _CASE_BLIND:
+            continue
+        for row in rows:
+            if row[c][:1] == small[0]:
+                row[c] = row[c][0].upper() + row[c][1:]
     return rows
