@@ -39,8 +39,8 @@ _GAP_PX = 24
 # factor between 1 and _MAX_SCALE (~1.5x for 10 pt text scanned at 200 dpi), then binarized
 # at _BINARY (the page levelled: paper 255). Measured on 27 table pages of bench/docset.py's
 # (clean and noisy scans of three seeds, rendered from their PDFs as the gateway renders
-# them, 972 cells): 0 cells misread, against 10 enlarged 2x without binarizing, 3 at
-# threshold 160, 5 at 1.5x and 160.
+# them, 972 cells): 0 cells misread, against 1 at 2x and 180, 3 at 2x and 160, 5 at 1.5x and
+# 160 (and 10 of 540 at 2x not binarized); docs/history/benchmarks-2026-11.md.
 _LINE_PX = 33
 _MAX_SCALE = 3.0
 _BINARY = 180
@@ -92,9 +92,8 @@ class ScanLayout:
 
 
 def layout(image: Image) -> ScanLayout | None:
-    """The page (grayscale and despeckled: ocr.prepare) levelled and deskewed,
-    its ruled tables found and stacked; None when it has none (the caller reads the page
-    whole)."""
+    """The page (grayscale and despeckled: ocr.prepare) levelled and deskewed, its ruled
+    tables found and stacked; None when it has none (the caller reads the page whole)."""
     from PIL import Image as PILImage
 
     page = np.asarray(image)
