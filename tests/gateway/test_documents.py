@@ -194,6 +194,8 @@ def test_a_job_reports_pages_done_out_of_total(suite, ingested) -> None:  # type
     assert (job["pages_done"], job["pages_total"]) == (3, 3)
     assert all(done <= total for done, total in seen)
     assert job["result"]["documents"][0]["ocr_pages"] == 3
+    # The scanned table page's ruled table is found in the image and stored as a table.
+    assert job["result"]["documents"][0]["tables"] == 1
 
 
 def test_ragrail_ask_lists_each_source_with_its_page(suite, ingested) -> None:  # type: ignore[no-untyped-def]

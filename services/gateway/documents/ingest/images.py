@@ -1,4 +1,5 @@
-"""PNG, JPEG and TIFF uploads read with OCR; each frame of a multi-page TIFF is a page."""
+"""PNG, JPEG and TIFF uploads read with OCR (ruled tables cell by cell, as tables); each frame
+of a multi-page TIFF is a page."""
 
 from __future__ import annotations
 
@@ -51,7 +52,9 @@ def parse_image(
     ocr_pages: list[int] = []
     for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
         try:
-            text = normalize_whitespace(ocr.ocr_image(frame.copy(), ctx.ocr))
+            read = ocr.read_page(frame.copy(), ctx.ocr, number, ctx.find_tables)
+            text = normalize_whitespace(read.text)
+            ctx.tables.extend(read.tables)
             ocr_pages.append(number)
         except (ocr.OcrError, OSError) as exc:
             ctx.warnings.append(f"page {number} of '{name}' skipped: {exc}")
@@ -59,7 +62,7 @@ def parse_image(
         page_texts.append(text)
         ctx.page_done()
     joined, page_starts = join_pages(page_texts)
-    if not joined.strip():
+    if not joined.strip() and not ctx.tables:
         raise InvalidArgument(
             f"'{name}' contains no text that OCR could read. Check the image shows text "
             "(scanned at 200 dpi or more) and upload it again."

@@ -8,23 +8,34 @@ free: a page that takes too long is killed, not left running in a thread.
 
 One page at a time, one thread per Tesseract (OMP_THREAD_LIMIT=1): ingest already runs several
 documents side by side, and OpenMP's spinning threads cost more than they give on a few cores.
+
+A page with ruled tables (scan_grid finds them in the image) is read in two passes: its prose,
+from the page with the tables whitened, and the tables' cells, stacked one a line in a second
+image (scan_tables); each table becomes a tables.Table, chunked as a text PDF's are. A page
+without one is read whole, as before.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
 
+from services.gateway.documents.ingest import scan_tables
+from services.gateway.documents.ingest.tables import Table, make_table
+
 if TYPE_CHECKING:
     from PIL.Image import Image
+
+log = logging.getLogger(__name__)
 
 OCR_PAGES = Counter(
     "ragrail_ocr_pages_total",
@@ -40,6 +51,9 @@ OCR_SECONDS = Histogram(
 # Page segmentation mode 3 (fully automatic layout analysis, Tesseract's default): keeps
 # columns apart, and on the bench's scanned tables keeps each row on one line.
 _PSM = "3"
+# A stack of table cells (scan_tables) is one block of lines: mode 6 reads it as such,
+# where layout analysis would look for columns in it.
+_CELLS_PSM = "6"
 # Images are scaled so that their longer side is at most this many pixels: a phone photo or a
 # 600 dpi scan costs minutes at full size and reads no better than at 300 dpi of A4.
 MAX_SIDE_PX = 3600
@@ -99,41 +113,84 @@ def prepare(image: Image) -> Image:
     return image.filter(ImageFilter.MedianFilter(3))
 
 
-def ocr_image(image: Image, options: OcrOptions) -> str:
-    """The text Tesseract reads in `image` (raw: the caller normalises whitespace).
-    Raises OcrError on a timeout or a failed run."""
+@dataclass
+class PageText:
+    """What OCR read on a page: its text, and its ruled tables (when asked for)."""
+
+    text: str
+    tables: list[Table] = field(default_factory=list)
+
+
+def read_page(
+    image: Image, options: OcrOptions, page: int | None = None, tables: bool = False
+) -> PageText:
+    """The text Tesseract reads in `image` (raw: the caller normalises whitespace) and, with
+    `tables`, its ruled tables (`page`: their 1-based page, for citations) read cell by
+    cell, their text left out of the page's. One timeout (options.timeout_s) covers the
+    page's passes. Raises OcrError on a timeout or a failed run."""
     exe = tesseract_path()
     if exe is None:
         raise OcrError("tesseract is not installed")
     image = prepare(image)
     if image.getextrema()[0] >= _BLANK_LEVEL:
         OCR_PAGES.labels("empty").inc()
-        return ""  # a blank page: nothing for Tesseract to find, and it takes a second
+        return PageText("")  # a blank page: nothing for Tesseract to find, and it takes a second
+    started = time.perf_counter()
+    deadline = started + options.timeout_s
+    try:
+        layout = _layout(image) if tables else None
+        if layout is None:
+            read = PageText(strip_rules(_tesseract(exe, image, options, _PSM, deadline)))
+        else:
+            tsv = _tesseract(exe, layout.stack.image, options, _CELLS_PSM, deadline, tsv=True)
+            prose = strip_rules(_tesseract(exe, layout.prose, options, _PSM, deadline))
+            found = [make_table(rows, caption, page) for caption, rows in layout.tables(tsv)]
+            read = PageText(prose, [t for t in found if t is not None])
+    finally:
+        OCR_SECONDS.observe(time.perf_counter() - started)
+    OCR_PAGES.labels("text" if read.text.strip() or read.tables else "empty").inc()
+    return read
+
+
+def _layout(image: Image) -> scan_tables.ScanLayout | None:
+    """The page's tables laid out for reading, or None (none found, or the search failed:
+    the page is then read whole, as it would be without tables)."""
+    try:
+        return scan_tables.layout(image)
+    except Exception:
+        log.warning("table detection failed on a scanned page", exc_info=True)
+        return None
+
+
+def _tesseract(
+    exe: str, image: Image, options: OcrOptions, psm: str, deadline: float, tsv: bool = False
+) -> str:
+    """Tesseract's output for `image` (its text, or its TSV of words with boxes), within
+    what is left of the page's time. Raises OcrError on a timeout or a failed run."""
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
-    started = time.perf_counter()
+    command = [exe, "stdin", "stdout", "-l", options.languages, "--psm", psm]
+    timeout = deadline - time.perf_counter()
     try:
+        if timeout <= 0:
+            raise subprocess.TimeoutExpired(command, options.timeout_s)
         proc = subprocess.run(
-            [exe, "stdin", "stdout", "-l", options.languages, "--psm", _PSM],
+            [*command, "tsv"] if tsv else command,
             input=buf.getvalue(),
             capture_output=True,
-            timeout=options.timeout_s,
+            timeout=timeout,
             env=env,
             check=False,
         )
     except subprocess.TimeoutExpired:
         OCR_PAGES.labels("timeout").inc()
         raise OcrError(f"OCR took longer than {options.timeout_s:g} s") from None
-    finally:
-        OCR_SECONDS.observe(time.perf_counter() - started)
     if proc.returncode != 0:
         OCR_PAGES.labels("error").inc()
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OcrError(f"OCR failed ({detail[-1][:200] if detail else proc.returncode})")
-    text = strip_rules(proc.stdout.decode("utf-8", "replace"))
-    OCR_PAGES.labels("text" if text.strip() else "empty").inc()
-    return text
+    return proc.stdout.decode("utf-8", "replace")
 
 
 def strip_rules(text: str) -> str:

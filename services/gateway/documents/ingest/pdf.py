@@ -1,6 +1,7 @@
 """PDF pages to text, page by page: the text layer (pypdf), tables (pdf_tables: pdfplumber's
 finder on what PDFium reads, on pages that look tabular), and OCR (pypdfium2 renders,
-Tesseract reads) for a page without a usable text layer.
+Tesseract reads; a scanned page's ruled tables read cell by cell) for a page without a
+usable text layer.
 
 One page is held at a time (its text, at most one rendered image), so a long PDF costs the
 memory of its bytes and its text, not of its pages. A page that cannot be read is skipped
@@ -156,9 +157,9 @@ class _PageReader:
             self._pdfium = pypdfium2.PdfDocument(self.data)
         return self._pdfium
 
-    def ocr(self, index: int) -> str:
-        """The page rendered at the resolution of its scan (at most OCR_DPI) and read.
-        Raises ocr.OcrError."""
+    def ocr(self, index: int) -> ocr.PageText:
+        """The page rendered at the resolution of its scan (at most OCR_DPI) and read, its
+        ruled tables as tables when the context asks for tables. Raises ocr.OcrError."""
         try:
             with _PDFIUM:
                 page = self._document()[index]
@@ -169,7 +170,7 @@ class _PageReader:
                     page.close()
         except Exception as exc:
             raise ocr.OcrError(f"the page could not be rendered ({type(exc).__name__})") from exc
-        return ocr.ocr_image(image, self.ctx.ocr)
+        return ocr.read_page(image, self.ctx.ocr, index + 1, self.ctx.find_tables)
 
     def close(self) -> None:
         if self._pdfium is not None:
@@ -288,15 +289,17 @@ def _read_page(
             return text, "text"  # a short text layer is better than nothing
         return "", "unread" if _has_images(reader, index) else "empty"
     try:
-        read = normalize_whitespace(pages.ocr(index))
+        page = pages.ocr(index)
     except ocr.OcrError as exc:
         reason = f"{failure}; OCR: {exc}" if failure else f"OCR: {exc}"
         ctx.warnings.append(f"page {number} of '{name}' skipped: {reason}")
         return text, "skipped"
-    if failure and not read.strip():
+    read = normalize_whitespace(page.text)
+    if failure and not read.strip() and not page.tables:
         ctx.warnings.append(f"page {number} of '{name}' skipped: {failure}")
         return "", "skipped"
-    if len(read.strip()) >= len(text.strip()):
+    if page.tables or len(read.strip()) >= len(text.strip()):
+        ctx.tables.extend(page.tables)
         return read, "ocr"
     return text, "text"
 
