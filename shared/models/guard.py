@@ -70,14 +70,22 @@ def load_tokenizer(path: Path) -> Any:
     return tokenizer
 
 
+# Truncation is a setting of the tokenizer object, set and cleared around each encode; the
+# service encodes on several worker threads at once (concurrent checks), and without this
+# lock one thread's no_truncation() landed inside another's encode_batch (which runs without
+# the GIL): texts came back longer than max_length, scored as the model never saw them.
+_TRUNCATION = threading.Lock()
+
+
 def encode(tokenizer: Any, texts: list[str], max_length: int) -> list[list[int]]:
     """Token ids of each text, [CLS] … [SEP], at most max_length: the trainer and the service
     call this same function."""
-    tokenizer.enable_truncation(max_length)
-    try:
-        return [e.ids for e in tokenizer.encode_batch(texts)]
-    finally:
-        tokenizer.no_truncation()
+    with _TRUNCATION:
+        tokenizer.enable_truncation(max_length)
+        try:
+            return [e.ids for e in tokenizer.encode_batch(texts)]
+        finally:
+            tokenizer.no_truncation()
 
 
 def pad(ids: list[list[int]]) -> dict[str, np.ndarray]:
