@@ -69,7 +69,10 @@ def speculating(
     started = Started()
     for flow in flows:
         if flow.speculative and flow.action in actions:
-            params = flow.bind(values)
+            try:
+                params = flow.bind(values)
+            except KeyError:
+                continue  # a variable this check does not set: the flow runs in its turn
             task = asyncio.ensure_future(actions[flow.action](**params))
             task.add_done_callback(_retrieve)
             started.runs.append((flow.action, params, task))

@@ -81,3 +81,15 @@ def test_served_keeps_the_signature_nemo_guardrails_reads() -> None:
 
     raw = actions([])
     assert list(inspect.signature(served("check", raw["check"])).parameters) == ["text"]
+
+
+def test_a_flow_reading_a_variable_the_check_lacks_runs_in_its_turn() -> None:
+    calls: list[tuple[str, str]] = []
+    raw = actions(calls)
+    odd = Flow("odd on output", "output", "check", {"text": "$elsewhere"}, speculative=True)
+
+    async def go() -> list[Any]:
+        with speculating([odd], raw, VALUES) as started:
+            return list(started.runs)
+
+    assert asyncio.run(go()) == [] and calls == []
