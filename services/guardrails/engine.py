@@ -29,6 +29,7 @@ from services.guardrails.rails.base import (
 )
 from services.guardrails.railset import RailSet
 from services.guardrails.results import Activation, Check, decide
+from services.guardrails.speculation import served, speculating
 from shared.errors import FailedPrecondition
 from shared.verdict import Verdict
 
@@ -42,6 +43,27 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
+def flow_values(
+    text: str = "",
+    context: Any = (),
+    chunks: Any = (),
+    question: str | None = None,
+    grounded: bool = False,
+) -> dict[str, Any]:
+    """The Colang variables a ragrail flow reads, as a check sets them: the text being
+    checked, the context, the chunks, and whether the caller grounded the answer. On output,
+    $user_message is the user's question (`question`), as in NeMo Guardrails."""
+    values: dict[str, Any] = {
+        CONTEXT_VARIABLE: list(context),
+        CHUNKS_VARIABLE: list(chunks),
+        GROUNDED_VARIABLE: grounded,
+    }
+    values.update(dict.fromkeys(TEXT_VARIABLES, text))
+    if question is not None:
+        values["$user_message"] = question
+    return values
+
+
 class Engine(ABC):
     name: str
     speedups = False  # the Colang runtime speed-ups are in use (colang.py; nemo engine only)
@@ -52,6 +74,21 @@ class Engine(ABC):
         self.input_rails = list(rails_config.rails.input.flows)
         self.retrieval_rails = list(rails_config.rails.retrieval.flows)
         self.output_rails = list(rails_config.rails.output.flows)
+        # What speculation.py starts: each stage's flows of registered rails, and the rails'
+        # own actions (the engines call them wrapped in `served`).
+        self.rail_actions = railset.actions()
+        self.known_flows = {
+            stage: [railset.flows[f][1] for f in flows if f in railset.flows]
+            for stage, flows in (
+                ("input", self.input_rails),
+                ("retrieval", self.retrieval_rails),
+                ("output", self.output_rails),
+            )
+        }
+
+    def speculating(self, stage: str, values: dict[str, Any]) -> Any:
+        """The stage's speculative flows started (speculation.py), bound to `values`."""
+        return speculating(self.known_flows[stage], self.rail_actions, values)
 
     @abstractmethod
     async def check_input(self, messages: list[dict[str, str]]) -> Check: ...
@@ -185,14 +222,14 @@ class NemoEngine(Engine):
                 },
             )
         for name, fn in actions.items():
-            self.llmrails.register_action(fn, name)
+            self.llmrails.register_action(served(name, fn), name)
         retrieval_config = rails_config.model_copy(deep=True)
         retrieval_config.rails.input.flows = list(self.retrieval_rails)
         retrieval_config.rails.output.flows = []
         retrieval_config.rails.retrieval.flows = []
         self.retrieval = LLMRails(retrieval_config)
         for name, fn in actions.items():
-            self.retrieval.register_action(fn, name)
+            self.retrieval.register_action(served(name, fn), name)
         self.llmrails.events_history_cache = _NoHistory()
         self.retrieval.events_history_cache = _NoHistory()
         dropped = prune_library_flows(self.llmrails, self.input_rails + self.output_rails)
@@ -284,8 +321,10 @@ class NemoEngine(Engine):
         if not self.input_rails:
             return Check(ms=_ms(started))
         failures: list[tuple[str, str]] = []
+        values = flow_values(messages[-1]["content"])
         try:
-            response = await self._run(self.llmrails, messages, ["input"], failures)
+            with self.speculating("input", values):
+                response = await self._run(self.llmrails, messages, ["input"], failures)
         except Exception as exc:
             check = self._failed("input", self.input_rails, exc, failures)
         else:
@@ -312,8 +351,11 @@ class NemoEngine(Engine):
         history += messages or [{"role": "user", "content": NO_QUERY}]
         history.append({"role": "assistant", "content": answer})
         failures: list[tuple[str, str]] = []
+        users = [m["content"] for m in messages if m.get("role") == "user"]
+        values = flow_values(answer, context, (), users[-1] if users else NO_QUERY, grounded)
         try:
-            response = await self._run(self.llmrails, history, ["output"], failures)
+            with self.speculating("output", values):
+                response = await self._run(self.llmrails, history, ["output"], failures)
         except Exception as exc:
             check = self._failed("output", self.output_rails, exc, failures)
         else:
@@ -329,7 +371,8 @@ class NemoEngine(Engine):
             {"role": "user", "content": query or NO_QUERY},
         ]
         try:
-            response = await self._run(self.retrieval, history, ["input"], [])
+            with self.speculating("retrieval", flow_values(chunks=chunks)):
+                response = await self._run(self.retrieval, history, ["input"], [])
         except Exception as exc:
             return [engine_failed("retrieval", exc) for _ in chunks]
         per_rail: list[tuple[str, float, list]] = []
@@ -355,7 +398,7 @@ class DirectEngine(Engine):
 
     def __init__(self, rails_config: Any, railset: RailSet, speedups: bool = True) -> None:
         super().__init__(rails_config, railset, speedups)
-        self.actions = railset.actions()
+        self.actions = {name: served(name, fn) for name, fn in railset.actions().items()}
         self.flows: dict[str, Flow] = {}
         for stage, flows in (
             ("input", self.input_rails),
@@ -391,25 +434,13 @@ class DirectEngine(Engine):
         grounded: bool = False,
     ) -> dict[str, Any] | Any:
         """The flow's action with the flow's parameters: its Colang variables replaced by
-        the text, context or chunks of this check. On output, $user_message is the user's
-        question (`question`), as in NeMo Guardrails."""
-        values: dict[str, Any] = {
-            CONTEXT_VARIABLE: list(context),
-            CHUNKS_VARIABLE: list(chunks),
-            GROUNDED_VARIABLE: grounded,
-        }
-        values.update(dict.fromkeys(TEXT_VARIABLES, text))
-        if question is not None:
-            values["$user_message"] = question
-        params = {
-            key: values[value] if value.startswith("$") else value
-            for key, value in flow.call_params().items()
-        }
+        the text, context or chunks of this check (flow_values)."""
+        params = flow.bind(flow_values(text, context, chunks, question, grounded))
         return await self.actions[flow.action](**params)
 
     async def _chain(
         self,
-        flows: list[str],
+        stage: str,
         text: str,
         context: list[str],
         question: str | None = None,
@@ -417,33 +448,35 @@ class DirectEngine(Engine):
     ) -> Check:
         started = time.perf_counter()
         original, activations = text, []
-        for flow in flows:
-            t = time.perf_counter()
-            try:
-                value = await self._call(
-                    self.flows[flow], text, context, question=question, grounded=grounded
+        flows = self.input_rails if stage == "input" else self.output_rails
+        with self.speculating(stage, flow_values(text, context, (), question, grounded)):
+            for flow in flows:
+                t = time.perf_counter()
+                try:
+                    value = await self._call(
+                        self.flows[flow], text, context, question=question, grounded=grounded
+                    )
+                    outcome = Outcome.of_action_value(value)
+                except Exception as exc:  # NeMo's library action; ours never raise
+                    log.error("rail failed", exc_info=exc, extra={"rail": flow})
+                    outcome = Outcome(
+                        Verdict.BLOCK,
+                        f"rail error ({type(exc).__name__}), failing closed",
+                        errored=True,
+                    )
+                activations.append(
+                    Activation(flow, outcome.verdict, outcome.reason, _ms(t), outcome.errored)
                 )
-                outcome = Outcome.of_action_value(value)
-            except Exception as exc:  # NeMo's library action; ours never raise
-                log.error("rail failed", exc_info=exc, extra={"rail": flow})
-                outcome = Outcome(
-                    Verdict.BLOCK,
-                    f"rail error ({type(exc).__name__}), failing closed",
-                    errored=True,
-                )
-            activations.append(
-                Activation(flow, outcome.verdict, outcome.reason, _ms(t), outcome.errored)
-            )
-            if outcome.verdict == Verdict.BLOCK:
-                break
-            if outcome.verdict == Verdict.MODIFY and outcome.text is not None:
-                text = outcome.text
+                if outcome.verdict == Verdict.BLOCK:
+                    break
+                if outcome.verdict == Verdict.MODIFY and outcome.text is not None:
+                    text = outcome.text
         check = decide(original, text, activations)
         check.ms = _ms(started)
         return check
 
     async def check_input(self, messages: list[dict[str, str]]) -> Check:
-        return await self._chain(self.input_rails, messages[-1]["content"], [])
+        return await self._chain("input", messages[-1]["content"], [])
 
     async def check_output(
         self,
@@ -454,7 +487,7 @@ class DirectEngine(Engine):
     ) -> Check:
         users = [m["content"] for m in messages if m.get("role") == "user"]
         return await self._chain(
-            self.output_rails,
+            "output",
             answer,
             context,
             question=users[-1] if users else NO_QUERY,
@@ -464,11 +497,12 @@ class DirectEngine(Engine):
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:
         current: list[str | None] = list(chunks)
         per_rail: list[tuple[str, float, list]] = []
-        for flow in self.retrieval_rails:
-            t = time.perf_counter()
-            value = await self._call(self.flows[flow], chunks=current)
-            per_rail.append((flow, _ms(t), value["outcomes"]))
-            current = list(value["chunks"])
+        with self.speculating("retrieval", flow_values(chunks=chunks)):
+            for flow in self.retrieval_rails:
+                t = time.perf_counter()
+                value = await self._call(self.flows[flow], chunks=current)
+                per_rail.append((flow, _ms(t), value["outcomes"]))
+                current = list(value["chunks"])
         return chunk_checks(chunks, current, per_rail)
 
 

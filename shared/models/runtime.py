@@ -39,8 +39,23 @@ def onnx_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.glob("*.onnx")) if path.is_dir() else []
 
 
-def session(file: Path, threads: int = 0, *, spinning: bool = False) -> Any:
-    """An onnxruntime CPU session on `file`.
+def pruned(file: Path, outputs: list[str]) -> bytes | None:
+    """The graph of `file` cut to the nodes `outputs` need (onnx.utils.Extractor), serialized
+    for `session`; None without the onnx package. onnxruntime runs every node of a graph
+    whatever outputs a run asks for: a caller that needs fewer outputs than the graph gives
+    runs less with this, and the nodes it keeps compute what they did in the whole graph."""
+    try:
+        import onnx
+        from onnx.utils import Extractor
+    except ImportError:
+        return None
+    model = onnx.load(str(file))
+    inputs = [i.name for i in model.graph.input]
+    return bytes(Extractor(model).extract_model(inputs, outputs).SerializeToString())
+
+
+def session(file: Path | bytes, threads: int = 0, *, spinning: bool = False) -> Any:
+    """An onnxruntime CPU session on `file` (a path, or a serialized graph from `pruned`).
 
     `threads`: intra-op threads (0: onnxruntime's default, one per physical core). Runs are
     sequential with one inter-op thread and every graph optimisation, onnxruntime's defaults
@@ -59,7 +74,8 @@ def session(file: Path, threads: int = 0, *, spinning: bool = False) -> Any:
     options.log_severity_level = 3
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(file), sess_options=options, providers=["CPUExecutionProvider"])
+    model = file if isinstance(file, bytes) else str(file)
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
 
 
 def check_inputs(session: Any, tokenizer: Any, file: Path, remedy: str) -> list[str]:

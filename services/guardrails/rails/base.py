@@ -149,9 +149,21 @@ class Flow:
     # The flow embeds the user's message with the general sentence encoder (topics): a rail
     # that runs earlier on a worker thread may embed it ahead (Resources.embeds_ahead).
     general_vectors: bool = False
+    # The action is a local, pure function of its parameters that reads no cache an earlier
+    # flow fills (a model run, Presidio): the engines may start it on the check's own text
+    # as the check begins, beside the flows before it (services/guardrails/speculation.py).
+    speculative: bool = False
 
     def call_params(self) -> dict[str, str]:
         return dict(self.params) or dict(DEFAULT_PARAMS[self.stage])
+
+    def bind(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The action's arguments: each Colang variable of call_params replaced by its value
+        in `values` (as the flow's `execute` passes it), literals as they are."""
+        return {
+            key: values[value] if value.startswith("$") else value
+            for key, value in self.call_params().items()
+        }
 
 
 @dataclass

@@ -22,6 +22,9 @@ RAIL = Rail(
             "output",
             "ragrail_content_safety",
             {"text": "$bot_message", "source": "output"},
+            # On the answer the head runs uncached (its windows), so it can start with the
+            # check; on the message it fills the cache the injection and topic rails read.
+            speculative=True,
         ),
     ),
     load=load,

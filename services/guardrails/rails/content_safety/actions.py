@@ -62,7 +62,7 @@ class ContentSafetyRail:
             return self.outcome(self.guard([text]).logits[0], self.input_threshold, "request")
         # An answer can be long: its worst window decides.
         pieces = windows(text, self.window_chars)
-        logits = self.guard.model.score(pieces).logits
+        logits = self.guard.model.logits(pieces)
         worst = int(np.argmax(logits[:, self.guard.model.head("unsafe").logit]))
         return self.outcome(logits[worst], self.output_threshold, "answer")
 

@@ -10,7 +10,14 @@ from services.guardrails.rails.document_injection.settings import DocumentInject
 RAIL = Rail(
     name="document_injection",
     settings=DocumentInjectionSettings,
-    flows=(Flow("ragrail document injection", "retrieval", "ragrail_document_injection"),),
+    flows=(
+        Flow(
+            "ragrail document injection",
+            "retrieval",
+            "ragrail_document_injection",
+            speculative=True,
+        ),
+    ),
     load=load,
     needs="guard",
     folder=Path(__file__).parent,

@@ -40,7 +40,7 @@ class DocumentInjectionRail:
         if not flat:
             return []
         # Uncached: chunk windows rarely repeat, and they would push the user's messages out.
-        scores = self.model.score(flat).logits[:, self.model.head("document").logit]
+        scores = self.model.logits(flat)[:, self.model.head("document").logit]
         outcomes, start = [], 0
         for ps in pieces:
             part = scores[start : start + len(ps)]

@@ -19,6 +19,7 @@ RAIL = Rail(
                 "passages": "$ragrail_context",
                 "grounded": "$ragrail_grounded",
             },
+            speculative=True,
         ),
     ),
     load=load,
