@@ -248,11 +248,15 @@ def test_stream_errors_cancellations_and_retries_show_in_metrics(suite, tmp_path
 
         # Requests while the generator starts (as after a restart): those that wait for the
         # connection are tried again once it is up, and counted. A request that is inside
-        # gRPC's own retries (about 0.7 s) when the generator comes up succeeds uncounted;
-        # four askers make it near certain that one is waiting on the connection instead.
+        # gRPC's own retries (about 0.7 s) when the generator comes up succeeds uncounted.
+        # Each asker's cycle is those retries, then up to 3 s waiting on the connection: four
+        # askers started a second apart leave no moment when none waits. Started together,
+        # they ran in step, and a generator that came up just as all four had given up
+        # (0.1 s after, in one CI run) was counted by none.
         askers = [threading.Thread(target=ask) for _ in range(4)]
         for asker in askers:
             asker.start()
+            time.sleep(0.9)
         try:
             with grpc_service("services.generator", "GENERATOR", env, tmp_path / "gen.log") as gen:
                 for asker in askers:
