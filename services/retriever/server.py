@@ -306,6 +306,7 @@ def open_store(settings: RetrieverSettings) -> VectorStore:
 
 async def build(settings: RetrieverSettings) -> Built:
     store = await asyncio.to_thread(open_store, settings)
+    await asyncio.to_thread(store.open_all)
     servicer = RetrieverServicer(store, settings)
     return Built(
         specs=[

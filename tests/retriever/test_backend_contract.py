@@ -425,6 +425,7 @@ def test_data_survives_reopening_in_this_and_a_new_process(
     docs.close()
     again = open_store(backend, location)
     try:
+        assert again.open_all() == ["docs"]  # what the service does before it serves
         assert again.count("docs") == (6, 3)
         assert again.get_collection("docs").description == "test docs"
         assert again.sparse_search("docs", "graphene", 1, None)[0].chunk.document_id == "a"

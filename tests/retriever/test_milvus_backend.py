@@ -150,6 +150,21 @@ def test_collection_without_access_columns_keeps_the_json_test(store: MilvusStor
 # -- processes --------------------------------------------------------------------------
 
 
+def test_a_reopened_lite_store_loads_its_collections_before_the_first_read(
+    docs: MilvusStore, location: str
+) -> None:
+    from pymilvus.client.types import LoadState
+
+    docs.close()  # the Lite server stops with its last store: the next one loads nothing
+    again = MilvusStore(uri=location)
+    try:
+        assert again._client.get_load_state("ragrail_docs")["state"] != LoadState.Loaded
+        assert again.open_all() == ["docs"]
+        assert again._client.get_load_state("ragrail_docs")["state"] == LoadState.Loaded
+    finally:
+        again.close()
+
+
 def test_two_stores_on_one_file_in_one_process(docs: MilvusStore, location: str) -> None:
     other = MilvusStore(uri=location)
     other.close()  # must not stop the server the first store still uses

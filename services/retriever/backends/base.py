@@ -14,6 +14,7 @@ depends on how it stores them, so `upsert` calls validation.py itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from services.retriever.backends.validation import (
     validate_k,
 )
 from shared.errors import AlreadyExists, FailedPrecondition, NotFound, RagrailError, Unavailable
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from services.retriever.analysis import LexicalAnalyzer
@@ -155,6 +158,22 @@ class VectorStore(ABC):
         if not terms:
             return []  # only stop words: nothing for BM25 to match
         return self._sparse_search(SearchRequest(name, k, flt, include_vectors), terms)
+
+    def open_all(self) -> list[str]:
+        """Opens every collection, before the service says it serves: a store opens one on
+        its first read, and Milvus Lite, which runs inside this process and so starts with
+        nothing loaded, once took 10 s there (a restarted retriever's first search, past its
+        caller's deadline, on a loaded machine). Returns the names opened; one that cannot
+        be opened is logged and left to open on first use, as before."""
+        opened: list[str] = []
+        for record in self.list_collections():
+            try:
+                self._open(record.name)
+            except RagrailError as exc:
+                log.warning("collection '%s' not opened at start: %s", record.name, exc.message)
+                continue
+            opened.append(record.name)
+        return opened
 
     def check_analysis(self, name: str, built_with: str | None) -> None:
         """FailedPrecondition unless collection `name`, whose BM25 terms were analysed as
