@@ -250,21 +250,18 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     # The services start with the suite's own RAGRAIL_* variables only, from the checkout:
     # the first test to ask for the suite (which one depends on how xdist shares out the
     # files) may have set variables or changed directory for itself.
-    saved = dict(os.environ)
-    cwd = os.getcwd()
-    for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
+    saved = {k: v for k, v in os.environ.items() if k.startswith("RAGRAIL_")}
+    for key in saved:
         del os.environ[key]
     os.environ.update(env)
-    os.chdir(REPO)
     # No first-start training: tests train the tiny models they need themselves.
     supervisor = Supervisor(data_dir, print, rails=False, train=False)
     try:
-        asyncio.run(supervisor.up())
-        os.chdir(cwd)
+        with contextlib.chdir(REPO):
+            asyncio.run(supervisor.up())
         yield Suite(supervisor, env)
     finally:
         supervisor.down()
-        os.chdir(cwd)
-        for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
-            del os.environ[key]
-        os.environ.update({k: v for k, v in saved.items() if k.startswith("RAGRAIL_")})
+        for key in env:
+            os.environ.pop(key, None)
+        os.environ.update(saved)

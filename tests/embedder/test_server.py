@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import httpx
@@ -124,7 +123,7 @@ def test_deadline_is_enforced(suite) -> None:  # type: ignore[no-untyped-def]
 def test_a_request_whose_caller_is_gone_stops_using_the_model(suite) -> None:  # type: ignore[no-untyped-def]
     # 2,048 long texts are a minute of one model's work on 2 cores: served as one call, the
     # model stayed busy with them long after the deadline, and the next caller timed out.
-    async def go() -> float:
+    async def go() -> None:
         async with grpc.aio.insecure_channel(suite.target("embedder")) as channel:
             stub = embedder_pb2_grpc.EmbedderStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -132,12 +131,11 @@ def test_a_request_whose_caller_is_gone_stops_using_the_model(suite) -> None:  #
                     embedder_pb2.EmbedRequest(texts=["word " * 200] * 2048), timeout=0.5
                 )
             assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            started = time.monotonic()
+            # Its deadline is the check: behind the old servicer's minute of work it expired.
             reply = await stub.Embed(embedder_pb2.EmbedRequest(texts=["a short one"]), timeout=20)
             assert len(reply.embeddings) == 1
-            return time.monotonic() - started
 
-    assert asyncio.run(go()) < 20
+    asyncio.run(go())
 
 
 def test_long_texts_are_truncated_to_the_model_window(suite) -> None:  # type: ignore[no-untyped-def]
