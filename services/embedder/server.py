@@ -39,7 +39,9 @@ class EmbedderServicer(
         }
 
     async def _embed_batch(self, input_type: InputType, texts: list[str]) -> np.ndarray:
-        return await self.run(self.backend.embed_for, texts, input_type)  # type: ignore[no-any-return]
+        return await self.run_in_parts(
+            partial(self._embed_part, input_type), texts, self.backend.call_size
+        )
 
     def _embed_part(self, kind: InputType, texts: list[str]) -> np.ndarray:
         return self.backend.embed_for(texts, kind)
@@ -68,9 +70,7 @@ class EmbedderServicer(
             texts = [prefix + t for t in texts]
         if len(texts) >= self.settings.batch_size:
             # Already a full batch: sorting by length beats coalescing.
-            vectors = await self.run_in_parts(
-                partial(self._embed_part, kind), texts, self.backend.call_size
-            )
+            vectors = await self._embed_batch(kind, texts)
         else:
             vectors = np.stack(await self._batchers[kind].submit(texts))
         total_tokens = await self.run(self.backend.count_tokens, texts)
