@@ -19,6 +19,7 @@ from services.gateway.collections.serving import CollectionsServing
 from services.gateway.documents import jobs_router as ingest_jobs
 from services.gateway.documents import router as documents
 from services.gateway.documents.ingest import ocr
+from services.gateway.documents.ingest.request import ocr_options
 from services.gateway.documents.protocol import DocumentsIngest
 from services.gateway.documents.serving import DocumentsServing
 from services.gateway.http import health
@@ -49,9 +50,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.ocr and ocr.tesseract_path() is None:
+        no_ocr = ocr.unavailable_reason(ocr_options(settings)) if settings.ocr else None
+        if no_ocr is not None:
             # Said once at start; each document with pages left out says it again.
-            log.warning("%s; scanned PDF pages are left out and images refused", ocr.NOT_INSTALLED)
+            log.warning("%s; scanned PDF pages are left out and images refused", no_ocr)
         services = Services(settings)
         app.state.settings = settings
         app.state.services = services

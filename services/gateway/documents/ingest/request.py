@@ -155,6 +155,7 @@ def ocr_options(settings: GatewaySettings) -> OcrOptions:
         languages=settings.ocr_languages,
         dpi=settings.ocr_dpi,
         timeout_s=settings.ocr_timeout_s,
+        tessdata=settings.ocr_tessdata,
     )
 
 

@@ -3,11 +3,11 @@
 scan_grid finds each table's grid. Each cell is cropped clear of its rules (what is left of a
 rule is whitened), trimmed to its ink, and the crops of all the page's tables (each caption
 first) are stacked in one image, a line apiece; Tesseract reads that image once (its TSV
-output gives every word's box) and each word goes back to the cell whose line it sits on. The
+gives every word's box) and each word goes back to the cell whose line it sits on. The
 page's prose is read apart, from the page with its tables and captions whitened.
 
-One Tesseract process per cell would pay its start-up (~0.1-0.2 s) thirty-odd times a table;
-one pass over the stack costs less than a pass over the page. No rule pixel is in a crop, so
+A Tesseract pass per cell would pay its page set-up thirty-odd times a table; one pass over
+the stack costs less than a pass over the page. No rule pixel is in a crop, so
 nothing is read beside a cell's text, and a row label cannot be split from its values: each
 cell is its own line. The stack is enlarged and binarized (see _LINE_PX): at a 200 dpi scan's
 size Tesseract read a thousands comma as a full stop, or lost it, in a cell out of thirty.
@@ -181,9 +181,10 @@ def _trimmed(crop: np.ndarray) -> np.ndarray | None:
 
 
 def _tsv_words(tsv: str) -> list[tuple[str, float]]:
-    """(text, vertical middle) of each word in Tesseract's TSV output, in its order."""
+    """(text, vertical middle) of each word in Tesseract's TSV (a row per page, block, line
+    and word, level 5 the words), in its order."""
     words = []
-    for line in tsv.splitlines()[1:]:
+    for line in tsv.splitlines():
         parts = line.split("\t")
         if len(parts) < 12 or parts[0] != "5" or not parts[11].strip():
             continue
@@ -196,7 +197,11 @@ _NUMBER = re.compile(r"[-(]?[$€£]?§?[\d,.]*\d[\d,.]*\)?%?")
 _GROUPED = re.compile(r"[-(]?[$€£]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?%?")
 # A speck after a number read as a full stop or a comma: "2023.".
 _TRAILING_STOP = re.compile(r"(?<=\d)[.,]$")
-_STOP_FOR_COMMA = re.compile(r"([-(]?[$€£]?\d{1,3})\.(\d{3})(\)?%?)")
+_STOP_FOR_COMMA = re.compile(r"([-(]?[$€£]?[1-9]\d{0,2})\.(\d{3})(\)?%?)")
+# A number with a decimal point (and no thousands comma): "1.5", "8.803".
+_DECIMAL = re.compile(r"[-(]?[$€£]?\d+\.\d+\)?%?")
+# A whole number of four to six digits, which a column of grouped ones would write "1,177".
+_UNGROUPED = re.compile(r"([-(]?[$€£]?)([1-9]\d{3,5})(\)?)")
 # Tesseract's misreading of a 5 leading a number in a noisy scan: "§,212", "§53".
 _SECTION_FOR_FIVE = re.compile(r"^([-(]?)§(?=[\d,.])")
 
@@ -204,9 +209,11 @@ _SECTION_FOR_FIVE = re.compile(r"^([-(]?)§(?=[\d,.])")
 def consistent_numbers(rows: list[list[str]]) -> list[list[str]]:
     """Cells with OCR's number slips undone where the table itself says what was meant. In
     a column of numbers, a "§" leading one is a 5 ("§,212") and a stop or comma ending one
-    is a speck ("2023."); in a column whose numbers are grouped by thousands commas
+    is a speck ("2023."). In a column whose numbers are grouped by thousands commas
     ("8,803"), a number with one full stop before three digits ("8.803") had its comma read
-    as a stop (a column does not mix "1,234" with values of three decimals)."""
+    as a stop: where two are grouped, or one is and no other decimal is in the column (a
+    column does not mix "1,234" with values of three decimals); and where two are grouped,
+    a body cell of four to six digits ("1177") lost its comma."""
     rows = [list(row) for row in rows]
     for c in range(len(rows[0]) if rows else 0):
         if sum(bool(_NUMBER.fullmatch(row[c])) for row in rows) < 2:
@@ -215,12 +222,23 @@ def consistent_numbers(rows: list[list[str]]) -> list[list[str]]:
             if _NUMBER.fullmatch(row[c]):
                 cell = _SECTION_FOR_FIVE.sub(r"\g<1>5", row[c])
                 row[c] = _TRAILING_STOP.sub("", cell)
-        if sum(bool(_GROUPED.fullmatch(row[c])) for row in rows) < 2:
-            continue
+        grouped = sum(bool(_GROUPED.fullmatch(row[c])) for row in rows)
+        decimals = [row[c] for row in rows if _DECIMAL.fullmatch(row[c])]
+        stops_are_commas = grouped >= 2 or (
+            grouped == 1 and all(_STOP_FOR_COMMA.fullmatch(d) for d in decimals)
+        )
         for row in rows:
-            if _STOP_FOR_COMMA.fullmatch(row[c]):
+            if stops_are_commas and _STOP_FOR_COMMA.fullmatch(row[c]):
                 row[c] = _STOP_FOR_COMMA.sub(r"\1,\2\3", row[c])
+        if grouped >= 2:
+            for row in rows[1:]:
+                if _UNGROUPED.fullmatch(row[c]):
+                    row[c] = _UNGROUPED.sub(_group_thousands, row[c])
     return rows
+
+
+def _group_thousands(match: re.Match[str]) -> str:
+    return f"{match[1]}{int(match[2]):,}{match[3]}"
 
 
 # Letters whose capital is their small letter drawn larger (and i, whose dot a noisy scan
