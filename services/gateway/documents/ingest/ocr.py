@@ -9,9 +9,10 @@ between English words) for about 60% of the CPU time (docs/benchmarks.md, "Docum
 29)"). Its own deadline (Recognize's timeout) bounds a page's time, so a slow page stops
 rather than being left running in a thread.
 
-One Tesseract per ingest thread (not thread-safe, and the wheel is built without OpenMP, so
-each reads a page on one core): tesserocr releases the GIL while it reads, so documents
-ingested side by side are read side by side.
+Tesseracts are lent to ingest threads from a pool, at most one a core (_EnginePool): one
+is not thread-safe, and the wheel is built without OpenMP, so each reads a page on one core;
+tesserocr releases the GIL while it reads, so documents ingested side by side are read side
+by side.
 
 A page with ruled tables (scan_grid finds them in the image) is read in two passes: its prose,
 from the page with the tables whitened, and the tables' cells, stacked one a line in a second
@@ -22,9 +23,12 @@ without one is read whole, as before.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -181,23 +185,23 @@ def read_page(
     if image.getextrema()[0] >= _BLANK_LEVEL:
         OCR_PAGES.labels("empty").inc()
         return PageText("")  # a blank page: nothing for Tesseract to find, and it takes a second
-    engine = _engine(options)
-    started = time.perf_counter()
-    deadline = started + options.timeout_s
-    try:
-        layout = _layout(image) if tables else None
-        if layout is None:
-            read = PageText(strip_rules(_read(engine, image, dpi, options, _PSM, deadline)))
-        else:
-            # The stack is enlarged: left to Tesseract's estimate, its resolution (told 150 to
-            # 400 dpi, it read the bench's tables' cells the same).
-            stack = layout.stack.image
-            tsv = _read(engine, stack, None, options, _CELLS_PSM, deadline, tsv=True)
-            prose = strip_rules(_read(engine, layout.prose, dpi, options, _PSM, deadline))
-            found = [make_table(rows, caption, page) for caption, rows in layout.tables(tsv)]
-            read = PageText(prose, [t for t in found if t is not None])
-    finally:
-        OCR_SECONDS.observe(time.perf_counter() - started)
+    with _ENGINES.engine(options) as engine:
+        started = time.perf_counter()
+        deadline = started + options.timeout_s
+        try:
+            layout = _layout(image) if tables else None
+            if layout is None:
+                read = PageText(strip_rules(_read(engine, image, dpi, options, _PSM, deadline)))
+            else:
+                # The stack is enlarged: left to Tesseract's estimate, its resolution (told
+                # 150 to 400 dpi, it read the bench's tables' cells the same).
+                stack = layout.stack.image
+                tsv = _read(engine, stack, None, options, _CELLS_PSM, deadline, tsv=True)
+                prose = strip_rules(_read(engine, layout.prose, dpi, options, _PSM, deadline))
+                found = [make_table(rows, caption, page) for caption, rows in layout.tables(tsv)]
+                read = PageText(prose, [t for t in found if t is not None])
+        finally:
+            OCR_SECONDS.observe(time.perf_counter() - started)
     OCR_PAGES.labels("text" if read.text.strip() or read.tables else "empty").inc()
     return read
 
@@ -212,24 +216,42 @@ def _layout(image: Image) -> scan_tables.ScanLayout | None:
         return None
 
 
-# Each ingest thread's Tesseract, by (tessdata folder, languages): loading a model takes
-# about 0.1 s, a page about a second, and one instance must not be used by two threads.
-_engines = threading.local()
+class _EnginePool:
+    """Tesseracts lent to ingest threads, one page at a time each, at most one a core: a page
+    keeps a core busy for a second or more, and each Tesseract holds some 33 MB (its model),
+    so more would cost memory and time. Kept by (tessdata folder, languages): loading a
+    model takes about 0.1 s. One instance must not be used by two threads at once."""
+
+    def __init__(self, size: int) -> None:
+        self._turns = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str], list[Any]] = {}
+
+    @contextmanager
+    def engine(self, options: OcrOptions) -> Iterator[Any]:
+        key = (str(tessdata_dir(options)), options.languages)
+        with self._turns:
+            with self._lock:
+                idle = self._idle.setdefault(key, [])
+                engine = idle.pop() if idle else None
+            if engine is None:
+                engine = _load(key[0], options.languages)
+            try:
+                yield engine
+            finally:
+                with self._lock:
+                    self._idle[key].append(engine)
 
 
-def _engine(options: OcrOptions) -> Any:
-    key = (str(tessdata_dir(options)), options.languages)
-    engines: dict[tuple[str, str], Any] = _engines.__dict__.setdefault("by_key", {})
-    if key not in engines:
-        tesserocr = _tesserocr()
-        try:
-            engines[key] = tesserocr.PyTessBaseAPI(path=key[0] + "/", lang=options.languages)
-        except RuntimeError as exc:
-            OCR_PAGES.labels("error").inc()
-            raise OcrError(
-                f"Tesseract could not load {options.languages} from {key[0]} ({exc})"
-            ) from None
-    return engines[key]
+def _load(folder: str, languages: str) -> Any:
+    try:
+        return _tesserocr().PyTessBaseAPI(path=folder + "/", lang=languages)
+    except RuntimeError as exc:
+        OCR_PAGES.labels("error").inc()
+        raise OcrError(f"Tesseract could not load {languages} from {folder} ({exc})") from None
+
+
+_ENGINES = _EnginePool(os.cpu_count() or 1)
 
 
 def _read(
