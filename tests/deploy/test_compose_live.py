@@ -454,6 +454,25 @@ def test_sample_is_ingested_searched_and_answered(stack: Stack) -> None:
     assert answer["answer"]["reader_margin"] is not None, answer["answer"]
 
 
+def test_a_scanned_page_is_read_by_the_gateway_images_ocr(stack: Stack) -> None:
+    """The gateway image reads a PNG with the Tesseract its wheels carry (no apt package)."""
+    from bench import docset
+
+    report = docset.build_reports(1, seed=7)[0]
+    fact = next(q for q in report.questions if q.kind == "scan")
+    page = docset.page_images(docset.report_pdf(report), dpi=150)[fact.page - 1]
+    with stack.client() as http:
+        files = [("files", ("scanned-page.png", docset.png(page)))]
+        reply = http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
+        assert reply.status_code == 200, reply.text
+        [doc] = reply.json()["documents"]
+        assert doc["ocr_pages"] == 1, doc
+        query = {"query": fact.text, "collection": COLLECTION,
+                 "filter": {"document_id": "scanned-page.png"}}  # fmt: skip
+        hits = http.post("/v1/search", json=query).json()["hits"]
+    assert fact.answer in hits[0]["text"], hits
+
+
 def test_killed_retriever_fails_cleanly_and_comes_back_with_its_data(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -704,3 +704,18 @@ def test_a_page_over_the_ocr_timeout_is_skipped_with_a_warning_and_the_rest_is_r
     assert doc.metadata["skipped_pages"] == [2] and "annual report" in doc.text
     in_time = parse_document(mixed.getvalue(), "in-time.pdf")
     assert in_time.warnings == [] and in_time.metadata["ocr_pages"] == [2]
+
+
+def test_an_image_file_s_resolution_is_trusted_only_where_a_scanner_wrote_it() -> None:
+    from PIL import Image
+
+    from services.gateway.documents.ingest.ocr import declared_dpi
+
+    def saved(**info: Any) -> Any:
+        buf = io.BytesIO()
+        Image.new("L", (50, 50), 255).save(buf, format="PNG", **info)
+        return Image.open(io.BytesIO(buf.getvalue()))
+
+    assert declared_dpi(saved(dpi=(300, 300))) == pytest.approx(300, abs=0.1)
+    assert declared_dpi(saved(dpi=(72, 72))) is None  # a camera's or a screen's default
+    assert declared_dpi(saved()) is None
