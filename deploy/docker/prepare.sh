@@ -7,9 +7,9 @@
 #   - the base image: python:3.11.7-slim-bookworm when it is here or can be pulled, else the
 #     local stand-in (deploy/docker/standin-base.sh); RAGRAIL_PYTHON_IMAGE set by hand wins;
 #   - deploy/api_keys: one random key when the file is missing (the gateway requires keys);
-#   - COMPOSE_PROFILES: cpu and guardrails, with RAGRAIL_GUARDRAILS_URL; without a trained
-#     guard model under models/guardrails/ (the images do not train it; `ragrail up` does,
-#     on a first start) the rails on it are pending.
+#   - COMPOSE_PROFILES: cpu and guardrails, with RAGRAIL_GUARDRAILS_URL; the guardrails
+#     image carries the published guard model (published/guardrails/), and one trained into
+#     models/guardrails/ takes its place.
 # Progress goes to stderr; only the export lines go to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,14 +55,14 @@ if [ ! -s "$keys" ]; then
   say "wrote an API key to $keys (send it as 'Authorization: Bearer <key>')"
 fi
 
-# Rails on by default, as `ragrail up` runs them: without a guard model the guardrails
-# service runs the rails that need none and holds the guard model's rails pending (they allow,
-# saying so) until one is trained into models/guardrails/ and the service reloads (SIGHUP).
+# Rails on by default, as `ragrail up` runs them: with the published guard model the image
+# carries, or one trained into models/guardrails/ (the service reloads on SIGHUP). Only a
+# checkout without either (published/ removed) holds the guard model's rails pending.
 profiles=cpu,guardrails
 guardrails_url="${RAGRAIL_GUARDRAILS_URL:-guardrails:50054}"
 models="${RAGRAIL_MODELS_DIR:-models}"
 # The guard model (guard.json, python -m trainers.guardrails --all) or the older classifier.
-if [ -z "$(find "$models/guardrails" \( -name guard.json -o -name head.json \) 2>/dev/null | head -n 1)" ]; then
+if [ -z "$(find "$models/guardrails" published/guardrails \( -name guard.json -o -name head.json \) 2>/dev/null | head -n 1)" ]; then
   say "no guard model under $models/guardrails/: its rails are pending (python -m" \
     "trainers.guardrails --all, then docker compose kill -s HUP guardrails)"
 fi
