@@ -99,6 +99,19 @@ def run_module(
     )
 
 
+def start_module(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m <module>` from the checkout with exactly `env`, its output (both streams)
+    written to `log`; returns at once (the caller waits for it to serve)."""
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", module],
+            cwd=REPO,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+
+
 class Target(str):
     """A service's host:port, with the process serving it (tests that stop it mid-run)."""
 
@@ -113,6 +126,41 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
+    """SIGTERM to all at once (they drain together), then each gets `timeout` seconds before
+    SIGKILL."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_grpc_serving(
+    process: subprocess.Popen[bytes],
+    target: str,
+    log: Path,
+    what: str,
+    timeout: float,
+    poll_s: float,
+) -> None:
+    """Until the server at `target` reports SERVING; the test fails, naming `what`, when the
+    process exits (with its log's tail) or after `timeout` seconds."""
+    from shared.clients import grpc_serving
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited:\n{log.read_text()[-3000:]}")
+        if asyncio.run(grpc_serving(target)):
+            return
+        time.sleep(poll_s)
+    pytest.fail(f"{what} not serving after {timeout} s")
 
 
 @contextlib.contextmanager
@@ -136,14 +184,7 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
         },
     )
     full.update(env)
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module],
-            cwd=REPO,
-            env=full,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_module(module, full, log)
     target = Target(f"127.0.0.1:{port}")
     target.process = process
 
