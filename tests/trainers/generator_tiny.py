@@ -1,7 +1,8 @@
 """A tiny generator for trainer tests: SmolLM2's tokenizer and chat template (from the packaged
 GGUF) on a random Llama of 2 layers and width 32, registered as generator/tiny/base, so a
 training step takes a fraction of a second; the grounding set built from the tiny fixtures; and
-a two-step LoRA fine-tune of the tiny model, the starting point of the later trainers' tests."""
+a two-step LoRA fine-tune of the tiny model, the starting point of the later trainers' tests
+(registry_with_sft: all three in a fresh registry)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,13 @@ def sft_two_steps(root: Path, data: Path, name: str, version: str, *extra: str) 
          "--skip-before", *extra]
     )  # fmt: skip
     return registry.version_dir("generator", name, version, root)
+
+
+def registry_with_sft(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, Path]:
+    """A fresh registry holding generator/tiny/base and generator/<name>/v1 (sft_two_steps),
+    and the grounding set that version was trained on: (registry root, grounding set)."""
+    root = tmp_path_factory.mktemp("registry")
+    tiny_registry(root)
+    data = grounding_set(tmp_path_factory.mktemp("grounding"))
+    sft_two_steps(root, data, name, "v1")
+    return root, data

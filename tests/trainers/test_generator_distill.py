@@ -10,7 +10,7 @@ import json
 import pytest
 
 from shared.models import registry
-from tests.trainers.generator_tiny import grounding_set, sft_two_steps, tiny_registry
+from tests.trainers.generator_tiny import registry_with_sft
 from trainers.generator import distill
 from trainers.generator.tokens import IGNORE
 
@@ -42,10 +42,7 @@ def test_kd_loss_terms() -> None:
 
 
 def test_distil_a_lora_teacher_into_one_layer(tmp_path_factory: pytest.TempPathFactory) -> None:
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = grounding_set(tmp_path_factory.mktemp("grounding"))
-    sft_two_steps(root, data, "t", "v1")
+    root, data = registry_with_sft(tmp_path_factory, "t")
     assert distill.main(
         ["--data", str(data), "--teacher", "t/v1", "--student-layers", "1", "--models-dir",
          str(root), "--name", "s", "--version", "v1", "--max-steps", "6", "--max-train", "8",

@@ -10,16 +10,13 @@ import math
 import pytest
 
 from shared.models import registry
-from tests.trainers.generator_tiny import grounding_set, sft_two_steps, tiny_registry
+from tests.trainers.generator_tiny import registry_with_sft
 from trainers.generator import dpo
 
 
 def test_dpo_from_an_sft_version(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("trl", reason="DPO needs the train-generator extra (trl)")
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = grounding_set(tmp_path_factory.mktemp("grounding"))
-    sft_two_steps(root, data, "g", "v1")
+    root, data = registry_with_sft(tmp_path_factory, "g")
     assert dpo.main(
         ["--data", str(data), "--base", "g/v1", "--models-dir", str(root), "--name", "g",
          "--version", "v1-dpo", "--max-steps", "2", "--max-train", "4", "--max-eval", "4",

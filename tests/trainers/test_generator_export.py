@@ -12,7 +12,7 @@ import pytest
 
 from shared.models import registry
 from tests.generator.conftest import start, stop, wait_serving
-from tests.trainers.generator_tiny import grounding_set, sft_two_steps, tiny_registry
+from tests.trainers.generator_tiny import registry_with_sft
 from trainers.generator import export
 
 TEXT = "According to [1]: honeybees dance to point at flowers. [1]"
@@ -21,10 +21,7 @@ TEXT = "According to [1]: honeybees dance to point at flowers. [1]"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("llama_cpp", reason="the generator extra is not installed")
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = grounding_set(tmp_path_factory.mktemp("grounding"))
-    sft_two_steps(root, data, "g", "v1")
+    root, _ = registry_with_sft(tmp_path_factory, "g")
     argv = ["--models-dir", str(root), "gguf", "g/v1", "--types", "F16", "Q8_0", "Q4_K_M", "Q4_K"]
     assert export.main(argv) == 0
     return root
