@@ -386,18 +386,17 @@ def run_params(args: Any, *leave_out: str) -> dict[str, Any]:
     }
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(
+    libraries: tuple[str, ...] = ("torch", "transformers", "sentence_transformers"),
+) -> dict[str, str]:
+    """Python's version and each library's, for a manifest (the defaults: what the MiniLM
+    trainers run on)."""
+    import importlib
     import platform
-
-    import sentence_transformers
-    import torch
-    import transformers
 
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
+        **{name: importlib.import_module(name).__version__ for name in libraries},
     }
 
 
