@@ -99,6 +99,16 @@ def run_module(
     )
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a service process a test starts: this one's without its RAGRAIL_*
+    settings (a session fixture may have set some), offline, tokenizers single-threaded, and
+    `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
 def start_module(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """`python -m <module>` from the checkout with exactly `env`, its output (both streams)
     written to `log`; returns at once (the caller waits for it to serve)."""
@@ -172,18 +182,14 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
     from shared.clients import grpc_serving
 
     port = int(env.get(f"RAGRAIL_{prefix}_PORT") or free_port())
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    full.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
+    full = clean_env(
         **{
             f"RAGRAIL_{prefix}_PORT": str(port),
             f"RAGRAIL_{prefix}_METRICS_PORT": str(free_port()),
             f"RAGRAIL_{prefix}_LOG_FORMAT": "text",
-        },
+        }
     )
-    full.update(env)
+    full.update(env)  # the caller's settings win, the port settings above included
     process = start_module(module, full, log)
     target = Target(f"127.0.0.1:{port}")
     target.process = process

@@ -4,7 +4,6 @@ directory made from that GGUF, alone and with a LoRA adapter made by peft in the
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import httpx
 import pytest
 
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2
-from tests.conftest import free_port, start_module, stop_processes, wait_grpc_serving
+from tests.conftest import clean_env, free_port, start_module, stop_processes, wait_grpc_serving
 from tests.generator import calls
 
 # Small limits, so the capacity tests fill the batch and the queue with a few requests.
@@ -24,13 +23,6 @@ MAX_BATCH_SIZE = 2
 QUEUE_SIZE = 1
 CONTEXT_LENGTH = 1024
 QUESTION = [common_pb2.ChatMessage(role="user", content="What is the capital of France?")]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.update(extra)
-    return env
 
 
 @dataclass

@@ -4,7 +4,6 @@ real processes (PyTorch and onnx) over gRPC: order, top_n, threshold, errors, In
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,14 @@ from services.reranker.settings import RerankerSettings
 from shared.errors import FailedPrecondition
 from shared.models.cross_encoder import newest_reranker
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
-from tests.conftest import REPO, free_port, start_module, stop_processes, wait_grpc_serving
+from tests.conftest import (
+    REPO,
+    clean_env,
+    free_port,
+    start_module,
+    stop_processes,
+    wait_grpc_serving,
+)
 from tests.grpc_calls import health_and_services, unary
 
 MAX_PASSAGES = 40
@@ -40,13 +46,6 @@ TEXTS = [
     "Bees " + "and flowers " * 200,  # longer than 64 tokens: truncated
     "Honeybee colonies collapse when workers vanish and leave the queen behind.",
 ]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="session")
