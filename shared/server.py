@@ -43,6 +43,14 @@ class ServiceSpec:
     servicer: Any
     add_to_server: Callable[[Any, grpc.aio.Server], None]
 
+    @classmethod
+    def of(
+        cls, proto: Any, servicer: Any, add_to_server: Callable[[Any, grpc.aio.Server], None]
+    ) -> ServiceSpec:
+        """The one service a ragrail *_pb2 module defines, served by `servicer`."""
+        (service,) = proto.DESCRIPTOR.services_by_name.values()
+        return cls(service.full_name, servicer, add_to_server)
+
 
 @dataclass
 class Built:

@@ -1,6 +1,7 @@
 """Typed settings shared by every service: environment variables over a YAML file over defaults.
 
-Each service subclasses `ServiceSettings` and sets `service_name`; its fields are read from
+Each gRPC service subclasses `ServiceSettings` (the gateway `ServerSettings`, the part it
+shares with them) and sets `service_name`; its fields are read from
 `RAGRAIL_<SERVICE>_<FIELD>` (e.g. `RAGRAIL_EMBEDDER_PORT=50051`) and from the `<service>:`
 section of the YAML file named by `RAGRAIL_CONFIG`, if any. Precedence: explicit arguments,
 then environment, then YAML, then the defaults written here, which work offline on a laptop.
@@ -91,18 +92,24 @@ class RagrailSettings(BaseSettings):
         return init_settings, env_settings, _YamlSection(settings_cls, cls.service_name)
 
 
-class ServiceSettings(RagrailSettings):
-    """Settings every gRPC service has. Subclasses set `service_name` and the env prefix."""
+class ServerSettings(RagrailSettings):
+    """What every ragrail server has, the gRPC services and the HTTP gateway alike: the
+    interface it binds and how it logs."""
 
     host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 in containers.")
-    port: int = port_field(0)
-    metrics_port: int = metrics_port_field(0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level."
     )
     log_format: Literal["json", "text"] = Field(
         "json", description="json: one object per line; text: for people at a terminal."
     )
+
+
+class ServiceSettings(ServerSettings):
+    """Settings every gRPC service has. Subclasses set `service_name` and the env prefix."""
+
+    port: int = port_field(0)
+    metrics_port: int = metrics_port_field(0)
     max_message_mb: int = Field(64, ge=1, le=2047, description="Largest gRPC message accepted.")
     max_concurrent_rpcs: int = Field(
         256, ge=1, description="Calls beyond this get RESOURCE_EXHAUSTED."

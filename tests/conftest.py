@@ -99,6 +99,29 @@ def run_module(
     )
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a service process a test starts: this one's without its RAGRAIL_*
+    settings (a session fixture may have set some), offline, tokenizers single-threaded, and
+    `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
+def start_module(module: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`python -m <module>` from the checkout with exactly `env`, its output (both streams)
+    written to `log`; returns at once (the caller waits for it to serve)."""
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", module],
+            cwd=REPO,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+
+
 class Target(str):
     """A service's host:port, with the process serving it (tests that stop it mid-run)."""
 
@@ -115,6 +138,41 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
         process.wait()
 
 
+def stop_processes(processes: list[subprocess.Popen[bytes]], timeout: float = 30) -> None:
+    """SIGTERM to all at once (they drain together), then each gets `timeout` seconds before
+    SIGKILL."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_grpc_serving(
+    process: subprocess.Popen[bytes],
+    target: str,
+    log: Path,
+    what: str,
+    timeout: float,
+    poll_s: float,
+) -> None:
+    """Until the server at `target` reports SERVING; the test fails, naming `what`, when the
+    process exits (with its log's tail) or after `timeout` seconds."""
+    from shared.clients import grpc_serving
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited:\n{log.read_text()[-3000:]}")
+        if asyncio.run(grpc_serving(target)):
+            return
+        time.sleep(poll_s)
+    pytest.fail(f"{what} not serving after {timeout} s")
+
+
 @contextlib.contextmanager
 def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> Iterator[Target]:
     """Runs `python -m <module>` with `env` on top of a RAGRAIL_-free environment, on free
@@ -124,26 +182,15 @@ def grpc_service(module: str, prefix: str, env: dict[str, str], log: Path) -> It
     from shared.clients import grpc_serving
 
     port = int(env.get(f"RAGRAIL_{prefix}_PORT") or free_port())
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    full.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
+    full = clean_env(
         **{
             f"RAGRAIL_{prefix}_PORT": str(port),
             f"RAGRAIL_{prefix}_METRICS_PORT": str(free_port()),
             f"RAGRAIL_{prefix}_LOG_FORMAT": "text",
-        },
+        }
     )
-    full.update(env)
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module],
-            cwd=REPO,
-            env=full,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    full.update(env)  # the caller's settings win, the port settings above included
+    process = start_module(module, full, log)
     target = Target(f"127.0.0.1:{port}")
     target.process = process
 

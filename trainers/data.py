@@ -341,6 +341,16 @@ class EarlyStopping:
         return self.best_state is not None and self.since_best >= self.patience
 
 
+def add_beir_training_arguments(parser: Any, role: str) -> None:
+    """What every fine-tuning run on BEIR data is told first (the embedder's and the reranker's):
+    the data, where the model goes, the base model and the qrels splits."""
+    parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
+    add_output_arguments(parser, f"models/{role}/<name>/<version>/", "minilm-<data dir>")
+    parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
+    parser.add_argument("--train-split", default="train", help="qrels split to train on.")
+    parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
+
+
 def add_early_stopping_arguments(parser: Any, patience: int, held_rows: int, rows: str) -> None:
     """--patience, --eval-every and --held-rows (`rows`: what a held-out row is)."""
     parser.add_argument(
@@ -376,18 +386,17 @@ def run_params(args: Any, *leave_out: str) -> dict[str, Any]:
     }
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(
+    libraries: tuple[str, ...] = ("torch", "transformers", "sentence_transformers"),
+) -> dict[str, str]:
+    """Python's version and each library's, for a manifest (the defaults: what the MiniLM
+    trainers run on)."""
+    import importlib
     import platform
-
-    import sentence_transformers
-    import torch
-    import transformers
 
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
+        **{name: importlib.import_module(name).__version__ for name in libraries},
     }
 
 

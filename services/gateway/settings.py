@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from shared.settings import DEFAULT_PORTS, RagrailSettings, port_field, service_config
+from shared.settings import DEFAULT_PORTS, ServerSettings, port_field, service_config
 
 # Models too small to answer better than the extractive reader (COVID-QA, docs/benchmarks.md):
 # the packaged SmolLM2-135M-Instruct, and the names trainers/generator gives models trained
@@ -24,18 +24,11 @@ def _local(service: str) -> str:
     return f"127.0.0.1:{DEFAULT_PORTS[service][0]}"
 
 
-class GatewaySettings(RagrailSettings):
+class GatewaySettings(ServerSettings):
     service_name: ClassVar[str] = "gateway"
     model_config = service_config("gateway")
 
-    host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 in containers.")
     port: int = port_field(DEFAULT_PORTS["gateway"][0], "HTTP port (API, docs and /metrics)")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="Log level."
-    )
-    log_format: Literal["json", "text"] = Field(
-        "json", description="json: one object per line; text: for people at a terminal."
-    )
     shutdown_grace_s: float = Field(
         10.0, ge=0, description="In-flight requests get this long on SIGTERM."
     )

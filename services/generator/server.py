@@ -298,10 +298,8 @@ async def build(settings: GeneratorSettings) -> Built:
     info = servicer.info
     return Built(
         specs=[
-            ServiceSpec(
-                generator_pb2.DESCRIPTOR.services_by_name["Generator"].full_name,
-                servicer,
-                generator_pb2_grpc.add_GeneratorServicer_to_server,
+            ServiceSpec.of(
+                generator_pb2, servicer, generator_pb2_grpc.add_GeneratorServicer_to_server
             )
         ],
         close=servicer.close,

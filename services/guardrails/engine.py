@@ -19,6 +19,7 @@ from typing import Any
 
 from services.guardrails import colang
 from services.guardrails import llm as ragrail_llm
+from services.guardrails.nemo_runtime import NoHistory, prune_library_flows
 from services.guardrails.rails.base import (
     CHUNKS_VARIABLE,
     CONTEXT_VARIABLE,
@@ -62,6 +63,12 @@ def flow_values(
     if question is not None:
         values["$user_message"] = question
     return values
+
+
+def last_question(messages: list[dict[str, str]]) -> str:
+    """What an output check takes for the user's question: the last user message."""
+    users = [m["content"] for m in messages if m.get("role") == "user"]
+    return users[-1] if users else NO_QUERY
 
 
 class Engine(ABC):
@@ -142,53 +149,6 @@ def chunk_checks(
     return checks
 
 
-LIBRARY_FILES = ("flows.v1.co", "flows.co")
-
-
-def _source(flow: Any) -> str:
-    for element in flow.elements:
-        mapping = element.get("_source_mapping") if isinstance(element, dict) else None
-        if mapping:
-            return str(mapping.get("filename") or "")
-    return ""
-
-
-def prune_library_flows(llmrails: Any, rails: list[str]) -> int:
-    """Drops the NeMo Guardrails library flows no configured rail uses from the Colang
-    runtime. LLMRails loads all of its library (about 80 flows) into every runtime, and the
-    Colang 1.0 runtime matches each event against every flow: measured here, an input check
-    took 107 ms with them and 25 ms without, the same verdicts. The config's own flows, the
-    core flows (llm_flows.co) and every library flow a configured rail names, or reaches
-    through `do`, stay. Returns how many were dropped."""
-    runtime = llmrails.runtime
-    configs = runtime.flow_configs
-    keep, todo = set(), list(rails)
-    while todo:
-        flow_id = todo.pop()
-        if flow_id in keep or flow_id not in configs:
-            continue
-        keep.add(flow_id)
-        todo += [
-            e["flow_name"]
-            for e in configs[flow_id].elements
-            if isinstance(e, dict) and e.get("_type") == "flow" and "flow_name" in e
-        ]
-    kept = {
-        fid: fc for fid, fc in configs.items() if fid in keep or _source(fc) not in LIBRARY_FILES
-    }
-    runtime.flow_configs = kept
-    return len(configs) - len(kept)
-
-
-class _NoHistory(dict):
-    """LLMRails keeps every call's events, keyed by its messages, to continue a later call
-    on the same conversation from them. Each check here stands alone (earlier turns come as
-    messages), so that cache would only grow with every request: nothing is kept."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        return None
-
-
 class NemoEngine(Engine):
     name = "nemo"
 
@@ -230,8 +190,8 @@ class NemoEngine(Engine):
         self.retrieval = LLMRails(retrieval_config)
         for name, fn in actions.items():
             self.retrieval.register_action(served(name, fn), name)
-        self.llmrails.events_history_cache = _NoHistory()
-        self.retrieval.events_history_cache = _NoHistory()
+        self.llmrails.events_history_cache = NoHistory()
+        self.retrieval.events_history_cache = NoHistory()
         dropped = prune_library_flows(self.llmrails, self.input_rails + self.output_rails)
         prune_library_flows(self.retrieval, self.retrieval_rails)
         log.info("unused NeMo Guardrails library flows left out", extra={"flows": dropped})
@@ -351,8 +311,7 @@ class NemoEngine(Engine):
         history += messages or [{"role": "user", "content": NO_QUERY}]
         history.append({"role": "assistant", "content": answer})
         failures: list[tuple[str, str]] = []
-        users = [m["content"] for m in messages if m.get("role") == "user"]
-        values = flow_values(answer, context, (), users[-1] if users else NO_QUERY, grounded)
+        values = flow_values(answer, context, (), last_question(messages), grounded)
         try:
             with self.speculating("output", values):
                 response = await self._run(self.llmrails, history, ["output"], failures)
@@ -485,13 +444,8 @@ class DirectEngine(Engine):
         context: list[str],
         grounded: bool = False,
     ) -> Check:
-        users = [m["content"] for m in messages if m.get("role") == "user"]
         return await self._chain(
-            "output",
-            answer,
-            context,
-            question=users[-1] if users else NO_QUERY,
-            grounded=grounded,
+            "output", answer, context, question=last_question(messages), grounded=grounded
         )
 
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:

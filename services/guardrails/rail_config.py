@@ -46,7 +46,7 @@ def ragrail_section(custom_data: dict[str, Any], config_file: Path) -> BaseModel
 
 def rail_flows() -> list[dict[str, Any]]:
     """Every registered rail's flows.co, parsed (Colang 1.0). Parsed under the name
-    `flows.co`, as NeMo Guardrails' library files are: engine.prune_library_flows leaves a
+    `flows.co`, as NeMo Guardrails' library files are: nemo_runtime.prune_library_flows leaves a
     rail's flows out of the runtime when no configured rail uses them."""
     from nemoguardrails.colang import parse_colang_file
 

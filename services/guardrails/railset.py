@@ -8,8 +8,6 @@ pending (they allow, saying why) and the others run."""
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +42,7 @@ from shared.models.guard import (
     find_guard_model,
     newest_guard_model,
 )
+from shared.models.text_cache import TextResultCache
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +53,13 @@ class VectorCache:
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray], size: int = 256) -> None:
         self._embed = embed
-        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()  # checks run on several worker threads
+        self._vectors: TextResultCache[np.ndarray] = TextResultCache(size)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            found = {t: self._items[t] for t in texts if t in self._items}
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
-        if missing:
-            found.update(zip(missing, self._embed(missing), strict=True))
-        with self._lock:
-            for t in dict.fromkeys(texts):
-                self._items[t] = found[t]
-                self._items.move_to_end(t)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-        return np.stack([found[t] for t in texts])
+        return np.stack(self._vectors.results(texts, self._embed))
 
     def cached(self, text: str) -> np.ndarray | None:
-        with self._lock:
-            return self._items.get(text)
+        return self._vectors.get(text)
 
 
 @dataclass

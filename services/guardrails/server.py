@@ -286,10 +286,8 @@ async def build(settings: GuardrailsSettings) -> Built:
     install_reload(servicer, settings, load_engine)
     return Built(
         specs=[
-            ServiceSpec(
-                guardrails_pb2.DESCRIPTOR.services_by_name["Guardrails"].full_name,
-                servicer,
-                guardrails_pb2_grpc.add_GuardrailsServicer_to_server,
+            ServiceSpec.of(
+                guardrails_pb2, servicer, guardrails_pb2_grpc.add_GuardrailsServicer_to_server
             )
         ],
         ready_message=info,

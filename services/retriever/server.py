@@ -309,13 +309,7 @@ async def build(settings: RetrieverSettings) -> Built:
     await asyncio.to_thread(store.open_all)
     servicer = RetrieverServicer(store, settings)
     return Built(
-        specs=[
-            ServiceSpec(
-                pb.DESCRIPTOR.services_by_name["Retriever"].full_name,
-                servicer,
-                retriever_pb2_grpc.add_RetrieverServicer_to_server,
-            )
-        ],
+        specs=[ServiceSpec.of(pb, servicer, retriever_pb2_grpc.add_RetrieverServicer_to_server)],
         close=servicer.close,
         ready_message={"backend": store.name, **store.describe()},
     )

@@ -24,8 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ import numpy as np
 
 from shared.errors import FailedPrecondition
 from shared.models import runtime
+from shared.models.text_cache import TextResultCache
 from shared.text import windows
 
 log = logging.getLogger(__name__)
@@ -255,29 +255,18 @@ class ScoreCache:
 
     def __init__(self, model: GuardModel, size: int = 256) -> None:
         self.model = model
-        self._items: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()  # checks run on several worker threads
+        # (embedding, logits) of each text
+        self._scores: TextResultCache[tuple[np.ndarray, np.ndarray]] = TextResultCache(size)
+
+    def _score(self, texts: list[str]) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+        scores = self.model.score(texts)
+        return zip(scores.embeddings, scores.logits, strict=True)
 
     def __call__(self, texts: list[str]) -> GuardScores:
-        with self._lock:
-            found = {t: self._items[t] for t in texts if t in self._items}
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
-        if missing:
-            scores = self.model.score(missing)
-            for i, t in enumerate(missing):
-                found[t] = (scores.embeddings[i], scores.logits[i])
-        with self._lock:
-            for t in dict.fromkeys(texts):
-                self._items[t] = found[t]
-                self._items.move_to_end(t)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
         if not texts:
             return self.model.score([])
-        return GuardScores(
-            np.stack([found[t][0] for t in texts]), np.stack([found[t][1] for t in texts])
-        )
+        found = self._scores.results(texts, self._score)
+        return GuardScores(np.stack([e for e, _ in found]), np.stack([lg for _, lg in found]))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """The packaged MiniLM's sentence embeddings (topics), from the same cached run."""

@@ -313,6 +313,15 @@ def speed_metrics(speed: dict[str, dict[str, Any]], unit: str) -> dict[str, Any]
     }
 
 
+def speed_summary(metrics: dict[str, Any], unit: str) -> str:
+    """The speed part of a quantizer's closing line, from speed_metrics' figures."""
+    s = metrics[f"{unit}s_per_s"]
+    return (
+        f"{unit}s/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
+        f"{s['onnx_int8']} ({metrics['speedup_vs_torch_fp32']['onnx_int8']}x torch)"
+    )
+
+
 def size_mb(out: Path) -> dict[str, float]:
     return {
         "onnx_fp32": round((out / FP32_FILE).stat().st_size / 2**20, 1),

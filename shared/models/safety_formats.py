@@ -154,8 +154,8 @@ def render(
     """The prompt for judging `text`: the user's message (stage input), or the agent's
     answer (stage output) to `question`."""
     listed = categories if categories is not None else CATEGORIES[fmt]
+    taxonomy = "".join(f"{code}: {name}.\n" for code, name in listed.items())
     if fmt == "nemoguard":
-        taxonomy = "".join(f"{code}: {name}.\n" for code, name in listed.items())
         if stage == "input":
             conversation = f"user: {text}\n\n"
         else:
@@ -166,7 +166,6 @@ def render(
             f"<END CONVERSATION>\n\n{_NEMOGUARD_ANSWER}"
         )
     role = "User" if stage == "input" else "Agent"
-    taxonomy = "".join(f"{code}: {name}.\n" for code, name in listed.items())
     if stage == "input":
         conversation = f"User: {text}\n\n"
     else:

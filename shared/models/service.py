@@ -130,9 +130,8 @@ async def build_model_service(
     """Loads the model off the event loop and wires its servicer."""
     backend = await asyncio.to_thread(load, settings)
     servicer = servicer_cls(backend, settings)
-    (service,) = servicer.proto.DESCRIPTOR.services_by_name.values()
     return Built(
-        specs=[ServiceSpec(service.full_name, servicer, type(servicer).add_to_server)],
+        specs=[ServiceSpec.of(servicer.proto, servicer, type(servicer).add_to_server)],
         close=servicer.close,
         ready_message=servicer.ready_message(),
     )

@@ -3,12 +3,11 @@ sentence-transformers backend, then `python -m services.embedder` with it over g
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import numpy as np
 import pytest
 
@@ -18,6 +17,7 @@ from shared.errors import FailedPrecondition
 from shared.models.encoder import Encoder as EmbeddingBackend
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
 from tests.conftest import free_port, grpc_service, run_module
+from tests.grpc_calls import unary
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -183,14 +183,7 @@ def service(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield target
 
 
-def call(target: str, method: str, request):  # type: ignore[no-untyped-def]
-    async def go():  # type: ignore[no-untyped-def]
-        async with grpc.aio.insecure_channel(target) as channel:
-            return await getattr(embedder_pb2_grpc.EmbedderStub(channel), method)(
-                request, timeout=60
-            )
-
-    return asyncio.run(go())
+call = functools.partial(unary, embedder_pb2_grpc.EmbedderStub)
 
 
 @pytest.mark.integration

@@ -11,7 +11,7 @@ on the request bodies (test_nim_mapping.py has NVIDIA's published examples).
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +30,7 @@ from shared.models.remote_encoder import RemoteEncoder, approximate_offsets, loa
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
 from tests import infinity_peer
 from tests.conftest import Target, grpc_service
+from tests.grpc_calls import unary
 
 pytestmark = pytest.mark.integration
 
@@ -50,12 +51,9 @@ QUERIES = ["how do bees tell each other where flowers are", "what makes bread ri
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[infinity_peer.InfinityServer]:
     """infinity starting (the local embedder starts meanwhile)."""
-    if infinity_peer.missing():
-        pytest.fail(infinity_peer.missing())
     log = tmp_path_factory.mktemp("infinity") / "infinity.log"
-    server = infinity_peer.launch({PACKAGED_MODEL_NAME: packaged_minilm()}, log, api_key=KEY)
-    yield server
-    infinity_peer.stop(server)
+    models = {PACKAGED_MODEL_NAME: packaged_minilm()}
+    yield from infinity_peer.launch_for_tests(models, log, api_key=KEY)
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +98,7 @@ def embedders(
             yield {"local": local, "remote": remote}
 
 
-def call(target: str, method: str, request: Any, timeout: float = 60) -> Any:
-    async def go() -> Any:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = embedder_pb2_grpc.EmbedderStub(channel)
-            return await getattr(stub, method)(request, timeout=timeout)
-
-    return asyncio.run(go())
+call = functools.partial(unary, embedder_pb2_grpc.EmbedderStub)
 
 
 def embed(target: str, texts: list[str], input_type: int = 0) -> np.ndarray:

@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import grpc
 import httpx
 import numpy as np
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from shared.proto.ragrail.v1 import common_pb2, embedder_pb2, embedder_pb2_grpc
+from tests.grpc_calls import health_and_services, unary
 
 pytestmark = pytest.mark.integration
 
 
-def _call(target: str, method: str, request):  # type: ignore[no-untyped-def]
-    async def go():  # type: ignore[no-untyped-def]
-        async with grpc.aio.insecure_channel(target) as channel:
-            # Generous: on a loaded 2-core machine one long text can wait behind other work.
-            return await getattr(embedder_pb2_grpc.EmbedderStub(channel), method)(
-                request, timeout=120
-            )
-
-    return asyncio.run(go())
+def _call(target: str, method: str, request: Any) -> Any:
+    # Generous: on a loaded 2-core machine one long text can wait behind other work.
+    return unary(embedder_pb2_grpc.EmbedderStub, target, method, request, timeout=120)
 
 
 def test_embeds_normalised_vectors_in_input_order(suite) -> None:  # type: ignore[no-untyped-def]
@@ -85,20 +80,7 @@ def test_bad_input_is_invalid_argument(suite, texts, fragment) -> None:  # type:
 
 
 def test_health_reflection_and_metrics(suite) -> None:  # type: ignore[no-untyped-def]
-    target = suite.target("embedder")
-
-    async def go() -> tuple[int, list[str]]:
-        async with grpc.aio.insecure_channel(target) as channel:
-            health = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="ragrail.v1.Embedder"), timeout=5
-            )
-            stream = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
-                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
-            )
-            names = [s.name async for r in stream for s in r.list_services_response.service]
-            return health.status, names
-
-    status, names = asyncio.run(go())
+    status, names = health_and_services(suite.target("embedder"), "ragrail.v1.Embedder")
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert "ragrail.v1.Embedder" in names and "grpc.health.v1.Health" in names
     metrics = httpx.get(

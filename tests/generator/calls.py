@@ -4,20 +4,15 @@ talk to a running generator service (test_openai_engine.py, test_triton_engine.p
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import grpc
 
 from shared.proto.ragrail.v1 import generator_pb2, generator_pb2_grpc
+from tests.grpc_calls import unary
 
-
-def call(target: str, method: str, message: Any, timeout: float = 60) -> Any:
-    async def go() -> Any:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = generator_pb2_grpc.GeneratorStub(channel)
-            return await getattr(stub, method)(message, timeout=timeout)
-
-    return asyncio.run(go())
+call = functools.partial(unary, generator_pb2_grpc.GeneratorStub)
 
 
 def stream(target: str, message: Any, timeout: float = 60) -> list[generator_pb2.GenerateChunk]:

@@ -3,36 +3,26 @@ directory made from that GGUF, alone and with a LoRA adapter made by peft in the
 
 from __future__ import annotations
 
-import asyncio
-import os
+import contextlib
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 
-from shared.clients import grpc_serving
-from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
-from tests.conftest import REPO, free_port
+from shared.proto.ragrail.v1 import common_pb2, generator_pb2
+from tests.conftest import clean_env, free_port, start_module, stop_processes, wait_grpc_serving
+from tests.generator import calls
 
 # Small limits, so the capacity tests fill the batch and the queue with a few requests.
 MAX_BATCH_SIZE = 2
 QUEUE_SIZE = 1
 CONTEXT_LENGTH = 1024
 QUESTION = [common_pb2.ChatMessage(role="user", content="What is the capital of France?")]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.update(extra)
-    return env
 
 
 @dataclass
@@ -44,20 +34,10 @@ class Service:
     log: Path
 
     def call(self, method: str, request: Any, timeout: float = 120) -> Any:
-        async def go() -> Any:
-            async with grpc.aio.insecure_channel(self.target) as channel:
-                stub = generator_pb2_grpc.GeneratorStub(channel)
-                return await getattr(stub, method)(request, timeout=timeout)
-
-        return asyncio.run(go())
+        return calls.call(self.target, method, request, timeout)
 
     def stream(self, request: Any, timeout: float = 120) -> list[generator_pb2.GenerateChunk]:
-        async def go() -> list[generator_pb2.GenerateChunk]:
-            async with grpc.aio.insecure_channel(self.target) as channel:
-                stub = generator_pb2_grpc.GeneratorStub(channel)
-                return [c async for c in stub.GenerateStream(request, timeout=timeout)]
-
-        return asyncio.run(go())
+        return calls.stream(self.target, request, timeout)
 
     def generate(self, messages: Any = None, **sampling: Any) -> generator_pb2.GenerateResponse:
         return self.call("Generate", request(messages, **sampling))
@@ -100,47 +80,34 @@ def start(name: str, logs: Path, **settings: str) -> Service:
         **{f"RAGRAIL_GENERATOR_{k.upper()}": v for k, v in settings.items()},
     )
     log = logs / f"{name}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.generator"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_module("services.generator", env, log)
     return Service(name, f"127.0.0.1:{port}", metrics_port, process, log)
 
 
 def wait_serving(service: Service, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            pytest.fail(f"generator ({service.name}) exited:\n{service.log.read_text()[-3000:]}")
-        if asyncio.run(grpc_serving(service.target)):
-            return
-        time.sleep(0.3)
-    pytest.fail(f"generator ({service.name}) not serving after {timeout} s")
+    what = f"generator ({service.name})"
+    wait_grpc_serving(service.process, service.target, service.log, what, timeout, poll_s=0.3)
 
 
 def stop(services: list[Service]) -> None:
-    for service in services:
-        service.process.terminate()
-    for service in services:
-        try:
-            service.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            service.process.kill()
-            service.process.wait()
+    stop_processes([s.process for s in services])
 
 
-@pytest.fixture(scope="session")
-def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    service = start("llamacpp", tmp_path_factory.mktemp("generator-logs"), engine="llamacpp")
+@contextlib.contextmanager
+def serving(name: str, logs: Path, **settings: str) -> Iterator[Service]:
+    """A generator process (`start`'s settings) once it serves; stopped on leaving."""
+    service = start(name, logs, **settings)
     try:
         wait_serving(service)
         yield service
     finally:
         stop([service])
+
+
+@pytest.fixture(scope="session")
+def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    with serving("llamacpp", tmp_path_factory.mktemp("generator-logs"), engine="llamacpp") as s:
+        yield s
 
 
 def hf_model_from_gguf(out: Path) -> Any:

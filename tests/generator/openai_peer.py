@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, stop_process
 
 MODEL_ALIAS = "smollm2"
 
@@ -97,14 +97,8 @@ class LlamaServer:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            stop_process(self.process, timeout=10)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")

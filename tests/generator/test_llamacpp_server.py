@@ -10,8 +10,7 @@ import time
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.generator.conftest import (
@@ -22,6 +21,7 @@ from tests.generator.conftest import (
     Service,
     request,
 )
+from tests.grpc_calls import health_and_services
 
 pytestmark = pytest.mark.integration
 LENGTH = generator_pb2.FINISH_REASON_LENGTH
@@ -29,20 +29,7 @@ STOP = generator_pb2.FINISH_REASON_STOP
 
 
 def test_health_reflection_and_info(llamacpp: Service) -> None:
-    async def go() -> tuple[int, list[str]]:
-        async with grpc.aio.insecure_channel(llamacpp.target) as channel:
-            health = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="ragrail.v1.Generator"), timeout=5
-            )
-            names = []
-            call = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
-                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
-            )
-            async for reply in call:
-                names = [s.name for s in reply.list_services_response.service]
-            return health.status, names
-
-    status, names = asyncio.run(go())
+    status, names = health_and_services(llamacpp.target, "ragrail.v1.Generator")
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert "ragrail.v1.Generator" in names
     info = llamacpp.info()

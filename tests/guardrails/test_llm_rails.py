@@ -20,7 +20,7 @@ import yaml
 
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from tests.conftest import free_port, grpc_service
-from tests.generator.conftest import Service, start, stop, wait_serving
+from tests.generator.conftest import Service, serving
 from tests.guardrails.conftest import config_copy
 from tests.guardrails.test_failures import input_check, start_and_fail
 
@@ -31,12 +31,9 @@ CONTEXT = "Honeybees perform a waggle dance to tell other bees where flowers are
 
 @pytest.fixture(scope="module")
 def generator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    service = start("llamacpp", tmp_path_factory.mktemp("llm-rails-generator"), engine="llamacpp")
-    try:
-        wait_serving(service)
+    logs = tmp_path_factory.mktemp("llm-rails-generator")
+    with serving("llamacpp", logs, engine="llamacpp") as service:
         yield service
-    finally:
-        stop([service])
 
 
 def llm_config(target: Path, url: str, input_flows: list[str], output_flows: list[str]) -> Path:

@@ -4,7 +4,7 @@ check PII, groundedness and NeMo Guardrails' YARA rules; Info, health and valida
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +13,7 @@ import pytest
 
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from tests.conftest import REPO, grpc_service
+from tests.grpc_calls import unary
 from tests.guardrails.conftest import config_copy
 
 pytestmark = pytest.mark.integration
@@ -50,13 +51,7 @@ def target(guard_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield t
 
 
-def call(target: str, method: str, request: object) -> object:
-    async def go() -> object:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = guardrails_pb2_grpc.GuardrailsStub(channel)
-            return await getattr(stub, method)(request, timeout=60)
-
-    return asyncio.run(go())
+call = functools.partial(unary, guardrails_pb2_grpc.GuardrailsStub)
 
 
 def check_input(target: str, text: str) -> guardrails_pb2.RailResult:

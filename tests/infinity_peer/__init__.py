@@ -76,6 +76,21 @@ def launch(
     return InfinityServer(f"http://127.0.0.1:{port}/v1", port, process, log, api_key)
 
 
+def launch_for_tests(
+    models: dict[str, Path], log: Path, *, api_key: str
+) -> Iterator[InfinityServer]:
+    """The body of a module fixture (`yield from`): infinity launching, stopped at teardown.
+    Where it is missing the test fails rather than skips: `make infinity-env` is part of the
+    test environment."""
+    import pytest
+
+    if missing():
+        pytest.fail(missing())
+    server = launch(models, log, api_key=api_key)
+    yield server
+    stop(server)
+
+
 def wait_ready(server: InfinityServer) -> None:
     """Until /v1/models answers; stops the server and raises if it exits or takes too long."""
     deadline = time.monotonic() + START_TIMEOUT_S

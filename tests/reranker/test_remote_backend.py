@@ -11,7 +11,7 @@ against NVIDIA's published example in test_remote_mapping.py (no NIM runs here).
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +28,7 @@ from shared.errors import FailedPrecondition, Unavailable
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
 from tests import infinity_peer
 from tests.conftest import Target, grpc_service
+from tests.grpc_calls import unary
 
 pytestmark = pytest.mark.integration
 
@@ -52,12 +53,8 @@ def launched(
     tiny_reranker: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[infinity_peer.InfinityServer]:
     """infinity starting (the local reranker starts meanwhile)."""
-    if infinity_peer.missing():
-        pytest.fail(infinity_peer.missing())
     log = tmp_path_factory.mktemp("infinity") / "infinity.log"
-    server = infinity_peer.launch({MODEL: tiny_reranker}, log, api_key=KEY)
-    yield server
-    infinity_peer.stop(server)
+    yield from infinity_peer.launch_for_tests({MODEL: tiny_reranker}, log, api_key=KEY)
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +90,7 @@ def rerankers(
             yield {"local": local, "remote": remote}
 
 
-def call(target: str, method: str, request: Any) -> Any:
-    async def go() -> Any:
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = reranker_pb2_grpc.RerankerStub(channel)
-            return await getattr(stub, method)(request, timeout=60)
-
-    return asyncio.run(go())
+call = functools.partial(unary, reranker_pb2_grpc.RerankerStub)
 
 
 def rerank(target: str, query: str, texts: list[str], **options: Any) -> Any:

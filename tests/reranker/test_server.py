@@ -3,11 +3,9 @@ real processes (PyTorch and onnx) over gRPC: order, top_n, threshold, errors, In
 
 from __future__ import annotations
 
-import asyncio
-import os
+import functools
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +15,22 @@ import httpx
 import numpy as np
 import pytest
 from google.protobuf import struct_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from services.reranker.backends import load_backend, model_dir
 from services.reranker.settings import RerankerSettings
-from shared.clients import grpc_serving
 from shared.errors import FailedPrecondition
 from shared.models.cross_encoder import newest_reranker
 from shared.proto.ragrail.v1 import common_pb2, reranker_pb2, reranker_pb2_grpc
-from tests.conftest import REPO, free_port
+from tests.conftest import (
+    REPO,
+    clean_env,
+    free_port,
+    start_module,
+    stop_processes,
+    wait_grpc_serving,
+)
+from tests.grpc_calls import health_and_services, unary
 
 MAX_PASSAGES = 40
 MAX_TEXT_CHARS = 5000
@@ -42,13 +46,6 @@ TEXTS = [
     "Bees " + "and flowers " * 200,  # longer than 64 tokens: truncated
     "Honeybee colonies collapse when workers vanish and leave the queen behind.",
 ]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -146,14 +143,8 @@ class Service:
 
 
 def wait_serving(service: Service, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            pytest.fail(f"reranker ({service.backend}) exited:\n{service.log.read_text()[-3000:]}")
-        if asyncio.run(grpc_serving(service.target)):
-            return
-        time.sleep(0.5)
-    pytest.fail(f"reranker ({service.backend}) not serving after {timeout} s")
+    what = f"reranker ({service.backend})"
+    wait_grpc_serving(service.process, service.target, service.log, what, timeout, poll_s=0.5)
 
 
 @pytest.fixture(scope="session")
@@ -176,37 +167,16 @@ def services(
                 RAGRAIL_RERANKER_LOG_FORMAT="text",
             )
             log = logs / f"{backend}.log"
-            with log.open("wb") as out:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "services.reranker"],
-                    cwd=REPO,
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
+            process = start_module("services.reranker", env, log)
             running[backend] = Service(backend, f"127.0.0.1:{port}", metrics_port, process, log)
         for service in running.values():
             wait_serving(service)
         yield running
     finally:
-        for service in running.values():
-            service.process.terminate()
-        for service in running.values():
-            try:
-                service.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                service.process.kill()
-                service.process.wait()
+        stop_processes([s.process for s in running.values()])
 
 
-def call(target: str, method: str, request):  # type: ignore[no-untyped-def]
-    async def go():  # type: ignore[no-untyped-def]
-        async with grpc.aio.insecure_channel(target) as channel:
-            return await getattr(reranker_pb2_grpc.RerankerStub(channel), method)(
-                request, timeout=60
-            )
-
-    return asyncio.run(go())
+call = functools.partial(unary, reranker_pb2_grpc.RerankerStub)
 
 
 def passages(texts: list[str]) -> list[common_pb2.TextPassage]:
@@ -314,19 +284,7 @@ def test_info_reports_backend_model_and_length(
 def test_health_reflection_and_metrics(services: dict[str, Service]) -> None:
     service = services["sentence-transformers"]
     rerank(service.target)
-
-    async def go() -> tuple[int, list[str]]:
-        async with grpc.aio.insecure_channel(service.target) as channel:
-            health = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="ragrail.v1.Reranker"), timeout=5
-            )
-            stream = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
-                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
-            )
-            names = [s.name async for r in stream for s in r.list_services_response.service]
-            return health.status, names
-
-    status, names = asyncio.run(go())
+    status, names = health_and_services(service.target, "ragrail.v1.Reranker")
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert "ragrail.v1.Reranker" in names and "grpc.health.v1.Health" in names
     metrics = httpx.get(f"http://127.0.0.1:{service.metrics_port}/metrics").text

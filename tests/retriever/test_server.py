@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import grpc
 import pytest
 
 from shared.proto.ragrail.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
 from shared.structs import dict_to_struct
+from tests.grpc_calls import unary
 
 pytestmark = pytest.mark.integration
 pb = retriever_pb2
 
 
-def _rpc(target: str, method: str, request):  # type: ignore[no-untyped-def]
-    async def go():  # type: ignore[no-untyped-def]
-        async with grpc.aio.insecure_channel(target) as channel:
-            stub = retriever_pb2_grpc.RetrieverStub(channel)
-            return await getattr(stub, method)(request, timeout=30)
-
-    return asyncio.run(go())
+_rpc = functools.partial(unary, retriever_pb2_grpc.RetrieverStub, timeout=30)
 
 
 def _chunk(i: int, doc: str, text: str, vector: list[float]) -> pb.Chunk:

@@ -10,9 +10,8 @@ import json
 import pytest
 
 from shared.models import registry
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
-from trainers.generator import distill, sft
+from tests.trainers.generator_tiny import registry_with_sft
+from trainers.generator import distill
 from trainers.generator.tokens import IGNORE
 
 
@@ -43,19 +42,7 @@ def test_kd_loss_terms() -> None:
 
 
 def test_distil_a_lora_teacher_into_one_layer(tmp_path_factory: pytest.TempPathFactory) -> None:
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        ["--scifact", str(FIXTURES / "beir_tiny"), "--injections", str(FIXTURES / "injections"),
-         "--out", str(data)]
-    )  # fmt: skip
-    sft.main(
-        ["--data", str(data), "--base", "generator/tiny/base", "--models-dir", str(root),
-         "--name", "t", "--version", "v1", "--max-length", "256", "--batch-size", "4",
-         "--lr", "0.05", "--max-steps", "2", "--max-train", "8", "--max-eval", "2",
-         "--skip-before"]
-    )  # fmt: skip
+    root, data = registry_with_sft(tmp_path_factory, "t")
     assert distill.main(
         ["--data", str(data), "--teacher", "t/v1", "--student-layers", "1", "--models-dir",
          str(root), "--name", "s", "--version", "v1", "--max-steps", "6", "--max-train", "8",

@@ -10,26 +10,13 @@ import math
 import pytest
 
 from shared.models import registry
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
-from trainers.generator import dpo, sft
+from tests.trainers.generator_tiny import registry_with_sft
+from trainers.generator import dpo
 
 
 def test_dpo_from_an_sft_version(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("trl", reason="DPO needs the train-generator extra (trl)")
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        ["--scifact", str(FIXTURES / "beir_tiny"), "--injections", str(FIXTURES / "injections"),
-         "--out", str(data)]
-    )  # fmt: skip
-    sft.main(
-        ["--data", str(data), "--base", "generator/tiny/base", "--models-dir", str(root),
-         "--name", "g", "--version", "v1", "--max-length", "256", "--batch-size", "4",
-         "--lr", "0.05", "--max-steps", "2", "--max-train", "8", "--max-eval", "2",
-         "--skip-before"]
-    )  # fmt: skip
+    root, data = registry_with_sft(tmp_path_factory, "g")
     assert dpo.main(
         ["--data", str(data), "--base", "g/v1", "--models-dir", str(root), "--name", "g",
          "--version", "v1-dpo", "--max-steps", "2", "--max-train", "4", "--max-eval", "4",

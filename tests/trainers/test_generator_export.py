@@ -12,9 +12,8 @@ import pytest
 
 from shared.models import registry
 from tests.generator.conftest import start, stop, wait_serving
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
-from trainers.generator import export, sft
+from tests.trainers.generator_tiny import registry_with_sft
+from trainers.generator import export
 
 TEXT = "According to [1]: honeybees dance to point at flowers. [1]"
 
@@ -22,23 +21,7 @@ TEXT = "According to [1]: honeybees dance to point at flowers. [1]"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("llama_cpp", reason="the generator extra is not installed")
-    root = tmp_path_factory.mktemp("registry")
-    tiny_registry(root)
-    data = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        [
-            "--scifact", str(FIXTURES / "beir_tiny"),
-            "--injections", str(FIXTURES / "injections"), "--out", str(data),
-        ]
-    )  # fmt: skip
-    sft.main(
-        [
-            "--data", str(data), "--base", "generator/tiny/base", "--models-dir", str(root),
-            "--name", "g", "--version", "v1", "--max-length", "256", "--batch-size", "4",
-            "--lr", "0.05", "--max-steps", "2", "--max-train", "8", "--max-eval", "2",
-            "--skip-before",
-        ]
-    )  # fmt: skip
+    root, _ = registry_with_sft(tmp_path_factory, "g")
     argv = ["--models-dir", str(root), "gguf", "g/v1", "--types", "F16", "Q8_0", "Q4_K_M", "Q4_K"]
     assert export.main(argv) == 0
     return root

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.generator.conftest import Service, start, stop, wait_serving
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
+from tests.trainers.generator_tiny import grounding_set, tiny_registry
 from trainers.generator import sft
 
 pytestmark = pytest.mark.integration
@@ -21,14 +20,7 @@ pytestmark = pytest.mark.integration
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("registry")
     tiny_registry(root)
-    data = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        [
-            "--scifact", str(FIXTURES / "beir_tiny"),
-            "--injections", str(FIXTURES / "injections"),
-            "--out", str(data), "--source-chars", "200",
-        ]
-    )  # fmt: skip
+    data = grounding_set(tmp_path_factory.mktemp("grounding"), "--source-chars", "200")
     sft.main(
         [
             "--data", str(data), "--base", "generator/tiny/base", "--models-dir", str(root),

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from shared.models import registry
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
+from tests.trainers.generator_tiny import grounding_set, tiny_registry
 from trainers.generator import sft
 from trainers.generator.tokens import IGNORE, encode_chat, pack
 
@@ -35,15 +34,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        [
-            "--scifact", str(FIXTURES / "beir_tiny"),
-            "--injections", str(FIXTURES / "injections"),
-            "--out", str(out), "--heldout", "0.3", "--source-chars", "200",
-        ]
-    )  # fmt: skip
-    return out
+    return grounding_set(
+        tmp_path_factory.mktemp("grounding"), "--heldout", "0.3", "--source-chars", "200"
+    )
 
 
 def tokenizer(root: Path) -> Any:

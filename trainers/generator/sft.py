@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.models import registry
-from trainers.data import loss_summary, run_params, seed_everything
+from trainers.data import library_versions, loss_summary, run_params, seed_everything
 from trainers.generator import base as base_model
 from trainers.generator.data import files_sha256, read_jsonl
 from trainers.generator.tokens import IGNORE, collate, encode_chat, pack
@@ -360,27 +360,12 @@ def save(result: dict[str, Any], args: argparse.Namespace) -> None:
         },
         metrics=metrics,
         params=run_params(args, "models_dir", "resume"),
-        libraries=versions(),
+        libraries=library_versions(("torch", "transformers", "peft")),
     )
     (out / "metrics.json").write_text(_json(metrics), encoding="utf-8")
     (out / "README.md").write_text(card(manifest), encoding="utf-8")
     shutil.rmtree(out / CHECKPOINT, ignore_errors=True)  # the run finished; the model is saved
     registry.write_manifest(out, manifest)
-
-
-def versions() -> dict[str, str]:
-    import platform
-
-    import peft
-    import torch
-    import transformers
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-    }
 
 
 def _json(data: Any) -> str:

@@ -187,11 +187,9 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         quantization=quant,
         metrics=metrics,
     )
-    s = metrics["texts_per_s"]
     print(
-        f"texts/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
-        f"{s['onnx_int8']} ({metrics['speedup_vs_torch_fp32']['onnx_int8']}x torch); cosine "
-        f"INT8 vs torch min {cosine['onnx_int8']['min']}, mean {cosine['onnx_int8']['mean']}",
+        f"{qtools.speed_summary(metrics, 'text')}; cosine INT8 vs torch min "
+        f"{cosine['onnx_int8']['min']}, mean {cosine['onnx_int8']['mean']}",
         flush=True,
     )
     print(f"saved {out} in {manifest['seconds']} s", flush=True)

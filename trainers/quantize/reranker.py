@@ -180,12 +180,9 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         quantization=quant,
         metrics=metrics,
     )
-    s = metrics["pairs_per_s"]
     print(
-        f"pairs/s: torch FP32 {s['torch_fp32']}, ONNX FP32 {s['onnx_fp32']}, ONNX INT8 "
-        f"{s['onnx_int8']} ({metrics['speedup_vs_torch_fp32']['onnx_int8']}x torch); INT8 "
-        f"score difference max {diff['onnx_int8']['max_abs']}, "
-        f"mean {diff['onnx_int8']['mean_abs']}",
+        f"{qtools.speed_summary(metrics, 'pair')}; INT8 score difference max "
+        f"{diff['onnx_int8']['max_abs']}, mean {diff['onnx_int8']['mean_abs']}",
         flush=True,
     )
     if evaluation is not None:

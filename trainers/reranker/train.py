@@ -123,11 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m trainers.reranker",
         description="Fine-tune a cross-encoder reranker on BEIR data with BM25 hard negatives.",
     )
-    parser.add_argument("--data", type=Path, required=True, help="BEIR directory.")
-    common.add_output_arguments(parser, "models/reranker/<name>/<version>/", "minilm-<data dir>")
-    parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
-    parser.add_argument("--train-split", default="train", help="qrels split to train on.")
-    parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
+    common.add_beir_training_arguments(parser, "reranker")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5, help="Peak learning rate.")

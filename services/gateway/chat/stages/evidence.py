@@ -18,19 +18,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
 
 import numpy as np
 
-from services.gateway.chat.conversation import Turn
 from services.gateway.chat.grounding import Evidence, Reading, evidence_text, select
 from services.gateway.chat.stages import Stage
 from services.gateway.chat.stages.answer import Answerers
-from services.gateway.chat.stages.prompt import BuildPrompt, build_prompt
+from services.gateway.chat.stages.prompt import BuildPrompt
 from services.gateway.chat.state import ChatState, Prompt
 from services.gateway.http.clients import Services
 from services.gateway.settings import GatewaySettings
-from shared.clients import TokenCounts
 from shared.extractive import answer_choice, further_spans, split_passages
 from shared.models import registry
 from shared.models.reader import ROLE, Reader
@@ -188,18 +185,11 @@ class EvidencePrompt(BuildPrompt):
             chat.passages[n - 1].with_text(evidence_text(chat.passages[n - 1].text, chosen[n]))
             for n in shown
         ]
-
-        async def count(messages: Sequence[Turn], texts: Sequence[str]) -> TokenCounts:
-            timeout = chat.deadline.left(self.settings.request_timeout_s)
-            return await self.services.generator.count_tokens(messages, texts, timeout_s=timeout)
-
-        prompt = await build_prompt(
-            count,
-            chat.generator.context_length,
-            chat.turns,
+        prompt = await self.fit(
+            chat,
             blocks,
             self.settings.chat_evidence_system_prompt,
-            chat.options.max_tokens,
+            "source(s) of selected evidence",
         )
         # Renumber: source k of the prompt is passage shown[k-1]; the evidence follows.
         order = shown[: len(prompt.sources)] + shown[len(prompt.sources) :] + rest
@@ -210,13 +200,3 @@ class EvidencePrompt(BuildPrompt):
             )
         chat.passages = [chat.passages[n - 1] for n in order]
         chat.prompt = dataclasses.replace(prompt, sources=list(chat.passages))
-        if prompt.dropped_sources:
-            chat.warnings.append(
-                f"{prompt.dropped_sources} source(s) of selected evidence did not fit in the "
-                "model's context window and were left out"
-            )
-        if prompt.dropped_turns:
-            chat.warnings.append(
-                f"the {prompt.dropped_turns} oldest message(s) did not fit in the model's "
-                "context window and were left out"
-            )

@@ -107,27 +107,36 @@ class BuildPrompt(Stage):
     timing = "prompt_ms"
 
     async def run(self, chat: ChatState) -> None:
+        grounded = bool(chat.options.plan.collections)
+        instructions = self.settings.chat_system_prompt if grounded else None
+        chat.prompt = await self.fit(chat, chat.passages, instructions, "retrieved chunk(s)")
+
+    async def fit(
+        self, chat: ChatState, sources: list[Passage], instructions: str | None, named: str
+    ) -> Prompt:
+        """build_prompt for this chat, its tokens counted by the generator within the request's
+        deadline; what it left out becomes a warning (`named`: what the sources are)."""
+
         async def count(messages: Sequence[Turn], texts: Sequence[str]) -> TokenCounts:
             timeout = chat.deadline.left(self.settings.request_timeout_s)
             return await self.services.generator.count_tokens(messages, texts, timeout_s=timeout)
 
-        grounded = bool(chat.options.plan.collections)
         prompt = await build_prompt(
             count,
             chat.generator.context_length,
             chat.turns,
-            chat.passages,
-            self.settings.chat_system_prompt if grounded else None,
+            sources,
+            instructions,
             chat.options.max_tokens,
         )
-        chat.prompt = prompt
         if prompt.dropped_sources:
             chat.warnings.append(
-                f"{prompt.dropped_sources} retrieved chunk(s) did not fit in the model's "
-                "context window and were left out"
+                f"{prompt.dropped_sources} {named} did not fit in the model's context window "
+                "and were left out"
             )
         if prompt.dropped_turns:
             chat.warnings.append(
                 f"the {prompt.dropped_turns} oldest message(s) did not fit in the model's "
                 "context window and were left out"
             )
+        return prompt
