@@ -54,6 +54,7 @@ def test_collections_of_other_prefixes_are_invisible(location: str, store: Milvu
 def test_collection_released_behind_the_cache_is_loaded_again(docs: MilvusStore) -> None:
     """Lite held a collection 'released' after a crash-restart once, although it had been
     opened; reads load it again instead of failing."""
+
     def dense() -> list:  # chunks that tie on score come back in either order
         hits = docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
         return sorted(hits, key=lambda h: (-h.score, h.chunk.id))
