@@ -85,9 +85,11 @@ def batch_loss(
     rows: np.ndarray,
     losses: dict[str, Any],
     category_weight: float,
+    bf16: bool = False,
 ) -> Any:
     """Mean loss of `rows`: binary cross-entropy per head over the rows labelled for it, and
-    cross-entropy over hazard categories for unsafe rows."""
+    cross-entropy over hazard categories for unsafe rows. `bf16`: the layers run under bf16
+    autocast (the losses in fp32)."""
     import torch
 
     width = int(t.lengths[rows].max())
@@ -96,7 +98,9 @@ def batch_loss(
     for j, i in enumerate(rows):
         x[j, : t.lengths[i]] = states[i]
         mask[j, : t.lengths[i]] = 1
-    logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
+    logits = logits.float()
     first = 2 + len(CATEGORIES)
     loss = torch.zeros(())
     heads = (("injection", 0, t.inj), ("unsafe", 1, t.uns), ("document", first, t.doc))
@@ -192,7 +196,7 @@ def train_heads(
     with tqdm(total=total, desc="train guard heads", unit="step", file=sys.stderr) as bar:
         for _ in range(args.epochs):
             for rows in batches_by_length(t.lengths, args.batch_size, rng):
-                loss = batch_loss(model, states, t, rows, losses, args.category_weight)
+                loss = batch_loss(model, states, t, rows, losses, args.category_weight, args.bf16)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(layer_params + head_params, 1.0)
                 optimizer.step()
