@@ -90,6 +90,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Freeze the embeddings and this many lower layers of 6, computing their output once "
         "per window (cached), and train the layers above and the head (0: all).",
     )
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Train under bf16 autocast (faster where the CPU has bf16 instructions, e.g. "
+        "AVX-512 BF16 or AMX; evaluation and export stay fp32).",
+    )
     add_early_stopping_arguments(parser, patience=0, held_rows=300, rows="questions")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
     parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")

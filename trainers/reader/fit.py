@@ -92,8 +92,15 @@ class FrozenBottom:
         ) / 2
 
 
-def batch_loss(model: Any, batch: list[Feature], pad_id: int, frozen: FrozenBottom | None) -> Any:
-    return frozen.loss(batch, pad_id) if frozen else model(**tensors(batch, pad_id)).loss
+def batch_loss(
+    model: Any, batch: list[Feature], pad_id: int, frozen: FrozenBottom | None, bf16: bool = False
+) -> Any:
+    """The span loss of `batch`; `bf16`: the model runs under bf16 autocast."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = frozen.loss(batch, pad_id) if frozen else model(**tensors(batch, pad_id)).loss
+    return loss.float()
 
 
 def held_loss(
@@ -196,7 +203,7 @@ def fit(
             if step < done:  # resuming: the same order, these were trained already
                 step += 1
                 continue
-            loss = batch_loss(model, batch, pad_id, frozen)
+            loss = batch_loss(model, batch, pad_id, frozen, args.bf16)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
