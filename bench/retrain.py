@@ -3,6 +3,7 @@
     python bench/retrain.py guardrails          # the guard model's recipe, about 5 minutes
     python bench/retrain.py reader              # the extractive reader's
     python bench/retrain.py reader --retrained DIR   # compare an existing retrain, train nothing
+    python bench/retrain.py reader --with "--frozen-layers 3"   # the recorded command and more
 
 For the published model of a role (published/manifest.json, trainers/publish.py), in one run:
 its recorded trainer command is run again, writing to a scratch directory (wall and CPU time
@@ -96,9 +97,10 @@ def guard_test_figures(model_dir: Path, metrics: dict[str, Any]) -> dict[str, An
         return {**metrics, "test": evaluate(GuardModel(model_dir), SHARED_DATA, 0)}
 
 
-def with_out(command: str, out: Path) -> list[str]:
-    """The recorded command, writing to `out` (replacing its --out), by this interpreter."""
-    args = shlex.split(command)
+def with_out(command: str, out: Path, extra: str = "") -> list[str]:
+    """The recorded command, writing to `out` (replacing its --out), by this interpreter, with
+    `extra` options after its own (the trainers' parsers take the last of a repeated one)."""
+    args = shlex.split(command) + shlex.split(extra)
     if args[:2] == ["python", "-m"]:
         args[0] = sys.executable
     if "--out" in args:
@@ -128,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("role", choices=["guardrails", "reader"])
     parser.add_argument("--retrained", type=Path, help="An existing retrain: train nothing.")
     parser.add_argument("--work", type=Path, help="Scratch directory (default: a temporary one).")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        default="",
+        metavar="OPTIONS",
+        help="Trainer options added to the recorded command, e.g. another recipe's.",
+    )
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
     args = parser.parse_args(argv)
@@ -146,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(tempfile.mkdtemp(prefix="retrain-"))
         work.mkdir(parents=True, exist_ok=True)
         out = work / "model"
-        command = with_out(entry["command"], out)
+        command = with_out(entry["command"], out, args.extra)
         console.print(f"published {ref}; retraining with {shlex.join(command[1:])}")
         wall, cpu = retrain(command, work / "train.log")
     retrained = json.loads((out / "metrics.json").read_text())

@@ -6,6 +6,7 @@ on one MiniLM encoder, from the data that ships in the repository.
     python -m trainers.guardrails --all --data ../shared/data \\
         --in-domain ../shared/data/scifact --benign-docs ../shared/data/scifact/corpus.jsonl
     python -m trainers.guardrails --all --tiny --out /tmp/g    # seconds (tests)
+    python -m trainers.guardrails --all --bf16                 # the top layers under bf16 autocast
 
 Recipe (trainers/guardrails/README.md has the figures behind each choice):
 1. examples (trainers/guardrails/guard_data.py): every source split once into a part to
@@ -16,7 +17,7 @@ Recipe (trainers/guardrails/README.md has the figures behind each choice):
    the start, middle or end of passages;
 2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers exported to ONNX and
    quantized to INT8; their token states for every training text computed once and kept in
-   memory (fp16);
+   memory (fp16), once per distinct text (the repeated sources share them);
 3. (guard_fit.py) the upper layers (a trainable copy) and the heads trained on those
    states: binary cross-entropy per head (each example only in the losses of the heads it is
    labelled for), cross-entropy over hazard categories for unsafe texts; AdamW, linear decay; the
@@ -340,6 +341,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--head-lr", type=float, default=2.8e-3)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--category-weight", type=float, default=0.5)
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Train the top layers under bf16 autocast (faster where the CPU has bf16 "
+        "instructions, e.g. AVX-512 BF16 or AMX; the held-out loss and export stay fp32).",
+    )
     add_early_stopping_arguments(parser, patience=2, held_rows=2048, rows="rows")
     parser.add_argument("--per-source", type=int, default=0, help="Most rows per source (0: all).")
     for flag, what in (

@@ -154,7 +154,7 @@ def evaluate(guard: Any, data: Path, seed: int = 0) -> dict[str, Any]:
     }
 
     def prompt_scores(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        logits = guard.score(texts).logits
+        logits = guard.logits(texts)  # the heads alone: no embedding branch
         return logits[:, 0], logits[:, 1], logits
 
     for name in ("prompt_injections", "injections_extra", "benign_instructions", "content_safety"):

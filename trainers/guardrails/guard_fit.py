@@ -21,24 +21,30 @@ from trainers.guardrails.guard_data import CATEGORIES, Example
 def bottom_states(
     file: Path, ids: list[list[int]], threads: int, batch_size: int = 64
 ) -> list[np.ndarray]:
-    """Each text's token states after the frozen layers, fp16, unpadded; INT8 ONNX."""
+    """Each text's token states after the frozen layers, fp16, unpadded; INT8 ONNX. A text
+    repeated (the sources trained on several times an epoch) is run once and its rows share
+    one array."""
     from tqdm import tqdm
 
     from shared.models import runtime
     from shared.models.guard import pad
 
     session = runtime.session(file, threads, spinning=True)
-    out: list[np.ndarray | None] = [None] * len(ids)
-    order = np.argsort([-len(i) for i in ids], kind="stable")
-    with tqdm(total=len(ids), desc="frozen layers (INT8)", unit="text", file=sys.stderr) as bar:
-        for start in range(0, len(ids), batch_size):
+    first: dict[tuple[int, ...], int] = {}
+    index = [first.setdefault(tuple(i), len(first)) for i in ids]
+    unique = [list(key) for key in first]
+    states_of: list[np.ndarray | None] = [None] * len(unique)
+    order = np.argsort([-len(i) for i in unique], kind="stable")
+    desc = f"frozen layers (INT8), {len(unique)} distinct of {len(ids)}"
+    with tqdm(total=len(unique), desc=desc, unit="text", file=sys.stderr) as bar:
+        for start in range(0, len(unique), batch_size):
             rows = order[start : start + batch_size]
-            feeds = pad([ids[i] for i in rows])
+            feeds = pad([unique[i] for i in rows])
             states = session.run(None, feeds)[0]
             for j, i in enumerate(rows):
-                out[i] = states[j, : len(ids[i])].astype(np.float16)
+                states_of[i] = states[j, : len(unique[i])].astype(np.float16)
             bar.update(len(rows))
-    return out  # type: ignore[return-value]
+    return [states_of[i] for i in index]  # type: ignore[misc]
 
 
 def batches_by_length(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -79,9 +85,11 @@ def batch_loss(
     rows: np.ndarray,
     losses: dict[str, Any],
     category_weight: float,
+    bf16: bool = False,
 ) -> Any:
     """Mean loss of `rows`: binary cross-entropy per head over the rows labelled for it, and
-    cross-entropy over hazard categories for unsafe rows."""
+    cross-entropy over hazard categories for unsafe rows. `bf16`: the layers run under bf16
+    autocast (the losses in fp32)."""
     import torch
 
     width = int(t.lengths[rows].max())
@@ -90,7 +98,9 @@ def batch_loss(
     for j, i in enumerate(rows):
         x[j, : t.lengths[i]] = states[i]
         mask[j, : t.lengths[i]] = 1
-    logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model.guard_logits(torch.from_numpy(x), torch.from_numpy(mask))
+    logits = logits.float()
     first = 2 + len(CATEGORIES)
     loss = torch.zeros(())
     heads = (("injection", 0, t.inj), ("unsafe", 1, t.uns), ("document", first, t.doc))
@@ -186,7 +196,7 @@ def train_heads(
     with tqdm(total=total, desc="train guard heads", unit="step", file=sys.stderr) as bar:
         for _ in range(args.epochs):
             for rows in batches_by_length(t.lengths, args.batch_size, rng):
-                loss = batch_loss(model, states, t, rows, losses, args.category_weight)
+                loss = batch_loss(model, states, t, rows, losses, args.category_weight, args.bf16)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(layer_params + head_params, 1.0)
                 optimizer.step()

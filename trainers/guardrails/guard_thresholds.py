@@ -123,7 +123,7 @@ def choose_thresholds(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Per head, the lowest threshold meeting the rule above on the held-out part."""
     prompts = [e for e in data.held if e.document < 0]
-    scores = guard.score([e.text for e in prompts]).logits
+    scores = guard.logits([e.text for e in prompts])  # the heads alone: no embedding branch
     thresholds: dict[str, float] = {}
     report: dict[str, Any] = {}
     for name, column in (("injection", 0), ("unsafe", 1)):

@@ -83,6 +83,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Batches of windows of similar length (less padding, faster).",
     )
+    parser.add_argument(
+        "--frozen-layers",
+        type=int,
+        default=0,
+        help="Freeze the embeddings and this many lower layers of 6, computing their output once "
+        "per window (cached), and train the layers above and the head (0: all).",
+    )
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Train under bf16 autocast (faster where the CPU has bf16 instructions, e.g. "
+        "AVX-512 BF16 or AMX; evaluation and export stay fp32).",
+    )
     add_early_stopping_arguments(parser, patience=0, held_rows=300, rows="questions")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
     parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")
@@ -102,4 +116,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-negatives", type=int, default=200)
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 0 <= args.frozen_layers <= 5:
+        parser.error("--frozen-layers must be 0..5")
+    return args
