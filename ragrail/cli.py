@@ -185,12 +185,29 @@ def sync(
             raise typer.Exit(1)
         return
     console.print(f"watching {folder} every {interval:g} s (Ctrl-C stops)")
-    with contextlib.suppress(KeyboardInterrupt):  # a pass cut short is finished by the next
-        while True:
-            # A failed pass said why; the gateway may be restarting: try again next time.
-            with contextlib.suppress(typer.Exit):
-                _sync_pass(client, folder, collection, hashes, gateway, quiet=True)
-            time.sleep(interval)
+    # The first Ctrl-C ends the watch between passes: a KeyboardInterrupt raised at any
+    # bytecode could land inside the progress display's locks or an HTTP call (a CI run saw a
+    # watch not stop in 30 s). A second Ctrl-C stops at once; a pass cut short is finished by
+    # the next run.
+    stopping: list[bool] = []  # a flag the handler sets: no lock a handler could deadlock on
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        if stopping:
+            raise KeyboardInterrupt
+        stopping.append(True)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            while not stopping:
+                # A failed pass said why; the gateway may be restarting: try again next time.
+                with contextlib.suppress(typer.Exit):
+                    _sync_pass(client, folder, collection, hashes, gateway, quiet=True)
+                next_pass = time.monotonic() + interval
+                while not stopping and time.monotonic() < next_pass:
+                    time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _sync_pass(  # type: ignore[no-untyped-def]
