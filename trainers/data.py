@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -405,3 +406,20 @@ def write_outputs(out: Path, metrics: dict, manifest: dict, card: str) -> None:
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (out / "README.md").write_text(card, encoding="utf-8")
+
+
+class StageTimes:
+    """Wall seconds of a run's consecutive stages, for metrics.json's "timings": each `lap`
+    ends a stage begun at the previous lap (or at `start`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.start()
+
+    def start(self) -> None:
+        self._since = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._since, 1)
+        self._since = now

@@ -181,37 +181,3 @@ def test_tiny_training_run_writes_a_registry_entry(tmp_path: Path) -> None:
     assert Reader.from_registry(root=tmp_path).max_length == 96  # newest reader
     with pytest.raises(registry.RegistryError, match="no reader"):
         Reader.from_registry(root=tmp_path / "empty")
-
-
-def test_frozen_bottom_loss_is_the_models_from_cached_states(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    """--frozen-layers: the layers above run from the cached output of the frozen ones give
-    the full model's span loss (padding out of the softmax), and only they are trained."""
-    import torch
-    from transformers import AutoModelForQuestionAnswering
-
-    from trainers.reader.features import Feature, tensors
-    from trainers.reader.fit import FrozenBottom
-
-    torch.manual_seed(0)
-    model = AutoModelForQuestionAnswering.from_pretrained(tokenizer.name_or_path).eval()
-    torch.nn.init.normal_(model.qa_outputs.weight, std=0.5)  # a head that is not all zeros
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    features = [
-        Feature([cls, *range(2000, 2000 + n), sep], [0] * (n + 2), 2, 4) for n in (7, 20, 13)
-    ]
-    frozen = FrozenBottom(model, 3)
-    frozen.cache(features, tokenizer.pad_token_id, "test")
-    with torch.no_grad():
-        for f in features:  # one window, no padding: the model's own loss
-            expected = float(model(**tensors([f], tokenizer.pad_token_id)).loss)
-            assert float(frozen.loss([f], tokenizer.pad_token_id)) == pytest.approx(
-                expected, abs=2e-3
-            )
-        batch = float(frozen.loss(features, tokenizer.pad_token_id))  # padded: the same mean
-        alone = [float(frozen.loss([f], tokenizer.pad_token_id)) for f in features]
-        assert batch == pytest.approx(sum(alone) / len(alone), abs=1e-3)
-    trained = {
-        n.split(".")[3] for n, p in model.named_parameters() if p.requires_grad and "layer." in n
-    }
-    assert trained == {"3", "4", "5"}
-    assert not any(p.requires_grad for p in model.bert.embeddings.parameters())

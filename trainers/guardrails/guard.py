@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.data import add_early_stopping_arguments
+from trainers.data import StageTimes, add_early_stopping_arguments
 from trainers.guardrails.guard_data import CATEGORIES, SHIPPED, Budget, build
 from trainers.guardrails.guard_fit import bottom_states, train_heads
 from trainers.guardrails.guard_thresholds import DOCUMENT_FPR, choose_thresholds
@@ -174,13 +174,7 @@ def train(args: argparse.Namespace) -> Path:
     threads = args.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    timings: dict[str, float] = {}
-
-    def lap(name: str, since: float) -> float:
-        now = time.perf_counter()
-        timings[name] = round(now - since, 1)
-        return now
-
+    stages = StageTimes()
     in_domain = None
     if args.in_domain:
         from trainers.guardrails.in_domain import InDomain
@@ -210,7 +204,7 @@ def train(args: argparse.Namespace) -> Path:
     model = TorchGuard.from_minilm(base, args.frozen_layers, specs, dropout=args.dropout)
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
-    t = time.perf_counter()
+    stages.start()
     export(Bottom(model), work / "bottom.onnx", ["states"])
     quantize_dynamic_variant(work / "bottom.onnx", work / "bottom_int8.onnx", DEFAULT_VARIANT)
     states = bottom_states(work / "bottom_int8.onnx", ids, threads)
@@ -221,10 +215,10 @@ def train(args: argparse.Namespace) -> Path:
         held_examples = [data.held[i] for i in sorted(pick)]
         held_ids = encode(tokenizer, [e.text for e in held_examples], args.max_length)
         held = (bottom_states(work / "bottom_int8.onnx", held_ids, threads), held_examples)
-    t = lap("frozen_layers_s", t)
+    stages.lap("frozen_layers_s")
     stats = train_heads(model, states, fit, args, held)
     del states
-    t = lap("train_s", t)
+    stages.lap("train_s")
     export(Served(model), out / "model.onnx", ["embedding", "logits"])
     quant = quantize_dynamic_variant(out / "model.onnx", out / "model_int8.onnx", DEFAULT_VARIANT)
     if not args.keep_fp32:
@@ -242,24 +236,24 @@ def train(args: argparse.Namespace) -> Path:
         {h: {"threshold": None} for h in HEAD_NAMES},
         PROVISIONAL,
     )
-    t = lap("export_s", t)
+    stages.lap("export_s")
     guard = GuardModel(out, threads=threads, config_name=PROVISIONAL)
     thresholds, calibration = choose_thresholds(guard, data, args)
     config = write_config(out, thresholds, args, calibration)
     (out / PROVISIONAL).unlink()
     guard = GuardModel(out, threads=threads)
-    t = lap("calibrate_s", t)
+    stages.lap("calibrate_s")
     print(json.dumps({k: v["threshold"] for k, v in calibration.items()}), flush=True)
     metrics: dict[str, Any] = {"calibration": calibration, "train": stats}
     if args.evaluate:
         from trainers.guardrails.guard_eval import evaluate
 
         metrics["test"] = evaluate(guard, args.test_data or args.data, args.seed)
-        t = lap("evaluate_s", t)
+        stages.lap("evaluate_s")
     seconds = round(time.perf_counter() - started, 1)
     metrics["seconds"] = seconds
     metrics["cpu_seconds"] = round(time.process_time() - cpu_started, 1)
-    metrics["timings"] = timings
+    metrics["timings"] = stages.seconds
     manifest = {
         "role": "guardrails",
         "name": args.name or NAME,
@@ -292,7 +286,7 @@ def train(args: argparse.Namespace) -> Path:
     (out / "README.md").write_text(guard_card(manifest), encoding="utf-8")
     # Last: a directory with a manifest is a finished model (services take the newest).
     write_manifest(out, manifest)
-    print(f"saved {out} in {seconds} s ({timings})", flush=True)
+    print(f"saved {out} in {seconds} s ({stages.seconds})", flush=True)
     return out
 
 

@@ -84,13 +84,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Batches of windows of similar length (less padding, faster).",
     )
     parser.add_argument(
-        "--frozen-layers",
-        type=int,
-        default=0,
-        help="Freeze the embeddings and this many lower layers of 6, computing their output once "
-        "per window (cached), and train the layers above and the head (0: all).",
-    )
-    parser.add_argument(
         "--bf16",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -116,7 +109,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-negatives", type=int, default=200)
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if not 0 <= args.frozen_layers <= 5:
-        parser.error("--frozen-layers must be 0..5")
-    return args
+    return parser.parse_args(argv)

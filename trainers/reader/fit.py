@@ -1,6 +1,5 @@
 """The training loop: AdamW with a warm-up, checkpoints to resume from, early stopping on
-held-out windows; with --frozen-layers, the embeddings and the lower layers frozen and their
-output computed once per window (cached, fp16), so each step runs only the layers trained."""
+held-out windows."""
 
 from __future__ import annotations
 
@@ -17,95 +16,16 @@ from trainers.data import EarlyStopping
 from trainers.reader.features import Feature, batches, tensors
 
 
-class FrozenBottom:
-    """The embeddings and the first `layers` encoder layers frozen; their output for each
-    window computed once (no dropout, fp16, unpadded) and the layers above run from it."""
-
-    def __init__(self, model: Any, layers: int) -> None:
-        self.model, self.layers = model, layers
-        for p in model.bert.embeddings.parameters():
-            p.requires_grad = False
-        for layer in model.bert.encoder.layer[:layers]:
-            for p in layer.parameters():
-                p.requires_grad = False
-        self.states: dict[int, Any] = {}
-
-    def cache(self, features: list[Feature], pad_id: int, desc: str) -> None:
-        """The frozen layers' output for each of `features` (kept by the feature's id)."""
-        import sys
-
-        import torch
-        from tqdm import tqdm
-
-        todo = sorted(
-            (f for f in features if id(f) not in self.states), key=lambda f: len(f.input_ids)
-        )
-        bert = self.model.bert
-        was_training = self.model.training
-        self.model.eval()
-        with (
-            torch.no_grad(),
-            tqdm(total=len(todo), desc=desc, unit="window", file=sys.stderr) as bar,
-        ):
-            for start in range(0, len(todo), 32):
-                batch = todo[start : start + 32]
-                t = tensors(batch, pad_id)
-                x = bert.embeddings(input_ids=t["input_ids"], token_type_ids=t["token_type_ids"])
-                mask = self.mask(x, t["attention_mask"])
-                for layer in bert.encoder.layer[: self.layers]:
-                    x = layer(x, mask)
-                for f, row in zip(batch, x, strict=True):
-                    self.states[id(f)] = row[: len(f.input_ids)].to(torch.float16).clone()
-                bar.update(len(batch))
-        self.model.train(was_training)
-
-    def mask(self, x: Any, attention_mask: Any) -> Any:
-        """The encoder's attention mask, as BertModel builds it from the 0/1 mask."""
-        return self.model.bert._create_attention_masks(
-            attention_mask=attention_mask,
-            encoder_attention_mask=None,
-            embedding_output=x,
-            encoder_hidden_states=None,
-            past_key_values=None,
-        )[0]
-
-    def loss(self, batch: list[Feature], pad_id: int) -> Any:
-        """The span loss of `batch` from the cache: BertForQuestionAnswering's, except that
-        padding is out of the softmax (no states are cached for it; by-length batches have
-        little)."""
-        import torch
-
-        t = tensors(batch, pad_id)
-        width = t["input_ids"].shape[1]
-        x = torch.zeros(len(batch), width, self.model.config.hidden_size)
-        for i, f in enumerate(batch):
-            x[i, : len(f.input_ids)] = self.states[id(f)]
-        mask = self.mask(x, t["attention_mask"])
-        for layer in self.model.bert.encoder.layer[self.layers :]:
-            x = layer(x, mask)
-        logits = self.model.qa_outputs(x)
-        logits = logits - 10000.0 * (1 - t["attention_mask"][:, :, None].to(logits.dtype))
-        start, end = logits.split(1, dim=-1)
-        ce = torch.nn.functional.cross_entropy
-        return (
-            ce(start.squeeze(-1), t["start_positions"]) + ce(end.squeeze(-1), t["end_positions"])
-        ) / 2
-
-
-def batch_loss(
-    model: Any, batch: list[Feature], pad_id: int, frozen: FrozenBottom | None, bf16: bool = False
-) -> Any:
+def batch_loss(model: Any, batch: list[Feature], pad_id: int, bf16: bool = False) -> Any:
     """The span loss of `batch`; `bf16`: the model runs under bf16 autocast."""
     import torch
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = frozen.loss(batch, pad_id) if frozen else model(**tensors(batch, pad_id)).loss
+        loss = model(**tensors(batch, pad_id)).loss
     return loss.float()
 
 
-def held_loss(
-    model: Any, features: list[Feature], pad_id: int, frozen: FrozenBottom | None = None
-) -> float:
+def held_loss(model: Any, features: list[Feature], pad_id: int) -> float:
     """Mean span loss on windows never trained on, no dropout."""
     import torch
 
@@ -115,7 +35,7 @@ def held_loss(
     with torch.no_grad():
         for start in range(0, len(ordered), 32):
             batch = ordered[start : start + 32]
-            total += float(batch_loss(model, batch, pad_id, frozen)) * len(batch)
+            total += float(batch_loss(model, batch, pad_id)) * len(batch)
     model.train()
     return total / max(len(features), 1)
 
@@ -137,23 +57,13 @@ def fit(
     weights."""
     import torch
 
-    frozen = None
-    cache_seconds = 0.0
-    if args.frozen_layers:
-        started = time.perf_counter()
-        frozen = FrozenBottom(model, args.frozen_layers)
-        frozen.cache(features, pad_id, f"frozen layers (embeddings + {args.frozen_layers})")
-        if held and args.patience:
-            frozen.cache(held, pad_id, "frozen layers, held-out windows")
-        cache_seconds = time.perf_counter() - started
     rng = random.Random(args.seed)
     steps_per_epoch = math.ceil(len(features) / args.batch_size)
     total = steps_per_epoch * args.epochs
     if args.max_steps:
         total = min(total, args.max_steps)
-    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    head = [p for n, p in trained if n.startswith("qa_outputs.")]
-    body = [p for n, p in trained if not n.startswith("qa_outputs.")]
+    head = [p for n, p in model.named_parameters() if n.startswith("qa_outputs.")]
+    body = [p for n, p in model.named_parameters() if not n.startswith("qa_outputs.")]
     optimizer = torch.optim.AdamW(
         [{"params": body, "lr": args.lr}, {"params": head, "lr": args.head_lr}],
         weight_decay=0.01,
@@ -203,7 +113,7 @@ def fit(
             if step < done:  # resuming: the same order, these were trained already
                 step += 1
                 continue
-            loss = batch_loss(model, batch, pad_id, frozen, args.bf16)
+            loss = batch_loss(model, batch, pad_id, args.bf16)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -221,7 +131,7 @@ def fit(
                     flush=True,
                 )
             if held and args.patience and (step % every == 0 or step == total):
-                value = held_loss(model, held, pad_id, frozen)
+                value = held_loss(model, held, pad_id)
                 print(f"step {step}: held-out loss {value:.4f}", flush=True)
                 stopping.observe(step, value, model.state_dict)
     if stopping.best_state is not None:
@@ -233,8 +143,6 @@ def fit(
         "of_steps": total,
         "features": len(features),
         "seconds": round(spent + time.perf_counter() - started, 1),
-        "frozen_layers": args.frozen_layers,
-        "cache_seconds": round(cache_seconds, 1),
         "loss_first": round(float(np.mean(losses[:window])), 4) if losses else None,
         "loss_last": round(float(np.mean(losses[-window:])), 4) if losses else None,
         "held_loss": stopping.curve,

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from shared.models import registry
+from trainers.data import StageTimes
 from trainers.reader.arguments import parse_args
 from trainers.reader.card import model_card
 from trainers.reader.evaluation import eval_negatives, evaluate, torch_reader
@@ -118,14 +119,7 @@ def train(args: argparse.Namespace) -> Path:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    timings: dict[str, float] = {}
-    lap_started = started
-
-    def lap(name: str) -> None:
-        nonlocal lap_started
-        now = time.perf_counter()
-        timings[name] = round(now - lap_started, 1)
-        lap_started = now
+    stages = StageTimes()
 
     rng = random.Random(args.seed)
     data = load(args, rng)
@@ -140,7 +134,7 @@ def train(args: argparse.Namespace) -> Path:
         f"{args.max_length}",
         flush=True,
     )
-    lap("data_s")
+    stages.lap("data_s")
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "some weights newly initialized": the fresh head
@@ -155,7 +149,7 @@ def train(args: argparse.Namespace) -> Path:
     else:
         held = held_windows(eval_sets, featurizer, args) if args.patience else None
         train_stats = fit(model, features, args, tokenizer.pad_token_id, out, held)
-    lap("train_s")
+    stages.lap("train_s")
 
     chars = args.eval_window_chars
     if args.eval_max:
@@ -167,19 +161,19 @@ def train(args: argparse.Namespace) -> Path:
     for name, examples in ({} if args.skip_torch_eval else eval_sets).items():
         metrics["torch_fp32"][name] = evaluate(reader, examples, negatives[name], chars)
         print(f"PyTorch FP32 {name}: {metrics['torch_fp32'][name]}", flush=True)
-    lap("torch_eval_s")
+    stages.lap("torch_eval_s")
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     onnx_info = export_onnx(model, tokenizer, out)
-    lap("export_s")
+    stages.lap("export_s")
     reader = Reader.load(out, threads=args.threads, max_length=args.max_length)
     for name, examples in eval_sets.items():
         metrics["onnx_int8"][name] = evaluate(reader, examples, negatives[name], chars)
         print(f"ONNX INT8 {name}: {metrics['onnx_int8'][name]}", flush=True)
-    lap("int8_eval_s")
-    metrics["timings"] = timings
+    stages.lap("int8_eval_s")
+    metrics["timings"] = stages.seconds
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     manifest = record(out, args, data, len(features), metrics, onnx_info, started)
     (out / "README.md").write_text(model_card(manifest), encoding="utf-8")
