@@ -3,7 +3,7 @@
     python bench/retrain.py guardrails          # the guard model's recipe, about 5 minutes
     python bench/retrain.py reader              # the extractive reader's
     python bench/retrain.py reader --retrained DIR   # compare an existing retrain, train nothing
-    python bench/retrain.py reader --with "--frozen-layers 3"   # the recorded command and more
+    python bench/retrain.py reader --with "--bf16"   # the recorded command and more
 
 For the published model of a role (published/manifest.json, trainers/publish.py), in one run:
 its recorded trainer command is run again, writing to a scratch directory (wall and CPU time
