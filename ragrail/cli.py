@@ -154,7 +154,8 @@ def ingest(
     gateway: GatewayOpt = DEFAULT_URL,
     api_key: ApiKeyOpt = "",
 ) -> None:
-    """Ingest documents (txt, md, html, pdf, docx) into a collection, creating it if needed."""
+    """Ingest documents (txt, md, html, pdf, docx; png, jpeg, tiff read by OCR) into a
+    collection, creating it if needed."""
     client = GatewayClient(gateway, api_key=api_key)
     try:
         docs, chunks = ingest_with_progress(client, paths, collection)
