@@ -1,14 +1,20 @@
 """Publishes a trained model with the project, so that a fresh clone and every container image
-serve it without training: `published/<role>/<name>/<version>/` in the repository, tracked in
+serve it without training: `published/<role>/<name>/<directory>/` in the repository, tracked in
 git, holding only what the services load, and `published/manifest.json`, which names each
-file's sha256 and the trainer command, seed and data that produced it. Services look there
-for a role that has no model under models/ (shared/models/registry.py).
+file's sha256, the model's version and the trainer command, seed and data that produced it.
+Services look there for a role that has no model under models/ (shared/models/registry.py).
 
-    python -m trainers.guardrails --all --seed 0 --out models/guardrails/guard-minilm/2026.11.26
-    python -m trainers.publish models/guardrails/guard-minilm/2026.11.26   # copy, record
-    python -m trainers.publish --replace models/guardrails/guard-minilm/2026.11.27  # and drop
-                                                # the earlier versions of guard-minilm
+    python -m trainers.guardrails --all --seed 0 --out models/guardrails/guard-minilm/2026.12.04
+    python -m trainers.publish models/guardrails/guard-minilm/2026.12.04   # copy, record
     python -m trainers.publish --check          # every published file is what was recorded
+
+One version of a model ships, and a new one is written **over the old one, in the directory
+the model was first published in** (its version is its manifest's, not the directory's name):
+git then stores the new files as deltas against the ones they replace, where a new directory
+would add the whole model (60-120 MB) to every clone's history again, and a submission would
+count it twice (added, and the old one removed). The guard model's frozen layers and its
+`embedding/` encoder are the same bytes from one recipe to the next, so its republication costs
+a few MB.
 
 The trainers stay the source: a published directory is a trainer's output less the files no
 service reads (the FP32 ONNX graph, PyTorch weights, checkpoints). `bench/retrain.py` retrains a
@@ -88,18 +94,32 @@ def _data_of(manifest: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def published_dir(name_dir: Path) -> Path | None:
+    """The directory a model (`<root>/<role>/<name>/`) is published in, if it is."""
+    found = sorted(p.parent for p in name_dir.glob("*/manifest.json"))
+    if len(found) > 1:
+        raise SystemExit(
+            f"{name_dir} holds {len(found)} published versions "
+            f"({', '.join(p.name for p in found)}); one version of a model ships: remove all "
+            "but the directory to publish over"
+        )
+    return found[0] if found else None
+
+
 def publish(model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT) -> dict[str, Any]:
     """Copies what is served of a trainer's output `model_dir` (`.../<name>/<version>/`, a
-    finished one: with its manifest) to `root/<role>/<name>/<version>/`, replacing an earlier
-    copy, and records it in `record`."""
+    finished one: with its manifest) over the published copy of `<role>/<name>` (or, for a
+    model not published yet, to `root/<role>/<name>/<version>/`), and records it in
+    `record`."""
     model_dir = model_dir.resolve()
     manifest_file = model_dir / "manifest.json"
     if not manifest_file.is_file():
         raise SystemExit(f"{model_dir} holds no manifest.json: not a finished trainer output")
     manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     role = str(manifest.get("role") or model_dir.parent.parent.name)
-    rel = Path(role) / model_dir.parent.name / model_dir.name
-    target = root / rel
+    name = model_dir.parent.name
+    target = published_dir(root / role / name) or root / role / name / model_dir.name
+    rel = target.relative_to(root)
     if target.exists():
         shutil.rmtree(target)
     skip = shutil.ignore_patterns(*NOT_SERVED, ".work")
@@ -108,6 +128,7 @@ def publish(model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT)
     entry = {
         "path": str(Path(root.name) / rel),
         "role": role,
+        "version": str(manifest.get("version") or model_dir.name),
         "created_at": manifest.get("created_at", ""),
         "command": manifest.get("command", ""),
         "seed": params.get("seed"),
@@ -124,25 +145,6 @@ def publish(model_dir: Path, record: Path = RECORD, root: Path = PUBLISHED_ROOT)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(published, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return entry
-
-
-def drop_other_versions(
-    entry: dict[str, Any], record: Path = RECORD, root: Path = PUBLISHED_ROOT
-) -> list[str]:
-    """Removes every other version of the model `entry` publishes (the directories and their
-    record entries): one version of a model ships, so the repository does not grow with
-    each. Returns the references dropped."""
-    rel = Path(entry["path"]).relative_to(root.name)
-    published = read_record(record)
-    dropped = []
-    for ref in sorted(published["models"]):
-        other = Path(ref)
-        if other.parent == rel.parent and other != rel:
-            shutil.rmtree(root / other, ignore_errors=True)
-            del published["models"][ref]
-            dropped.append(ref)
-    record.write_text(json.dumps(published, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return dropped
 
 
 def check(record: Path = RECORD, root: Path = PUBLISHED_ROOT) -> list[str]:
@@ -169,11 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainers.publish", description=__doc__)
     parser.add_argument("model_dirs", nargs="*", type=Path, help="Trainer outputs to publish.")
     parser.add_argument("--check", action="store_true", help="Verify, write nothing.")
-    parser.add_argument(
-        "--replace",
-        action="store_true",
-        help="Drop the other published versions of each model (its directory and record).",
-    )
     args = parser.parse_args(argv)
     if args.check or not args.model_dirs:
         problems = check()
@@ -185,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     for model_dir in args.model_dirs:
         entry = publish(model_dir)
         total = sum(f["bytes"] for f in entry["files"].values())
-        print(f"published {entry['path']}: {len(entry['files'])} files, {total / 1e6:.1f} MB")
-        if args.replace:
-            for ref in drop_other_versions(entry):
-                print(f"dropped published/{ref}")
+        print(
+            f"published {entry['version']} in {entry['path']}: {len(entry['files'])} files, "
+            f"{total / 1e6:.1f} MB"
+        )
     return 0
 
 

@@ -56,6 +56,12 @@ class GatewaySettings(ServerSettings):
         120.0, gt=0, description="Deadline of a whole chat completion, every stage included."
     )
     guardrails_timeout_s: float = Field(10.0, gt=0, description="Deadline of one rail check.")
+    generator_info_max_age_s: float = Field(
+        10.0,
+        gt=0,
+        description="The generator's Info (its model and context length) is asked again once "
+        "the gateway's copy is this old (a reload may swap the model).",
+    )
     ingest_timeout_s: float = Field(600.0, gt=0, description="Deadline of an ingest request.")
     max_request_mb: float = Field(
         100.0, gt=0, description="Largest request body accepted (413 above)."

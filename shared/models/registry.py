@@ -20,11 +20,12 @@ classifier) find it with `newest(role, requires=FILE)`: the newest version holdi
 that service loads, including directories older trainers left without a manifest.
 
 Published models: the project ships its default guard model and reader ready to load, in
-`published/<role>/<name>/<version>/` of the repository (and of every image that serves them;
-trainers/publish.py writes them, `published/manifest.json` records their checksums and the
-command that trained them). A role with no model under the registry root is looked up there:
-a model the user trained (or configured) always comes first. `RAGRAIL_PUBLISHED_DIR` names
-another directory, or `none` to turn the fallback off.
+`published/<role>/<name>/<directory>/` of the repository and of every image that serves them
+(the version is the manifest's: a new one is published over the first directory, so that git
+stores it as a delta). trainers/publish.py writes them; `published/manifest.json` records
+their checksums and the command that trained them. A role with no model under the registry
+root is looked up there: a model the user trained (or configured) always comes first.
+`RAGRAIL_PUBLISHED_DIR` names another directory, or `none` to turn the fallback off.
 
 Only the standard library (and shared.errors) is used: every service image ships `shared/`.
 """
@@ -109,18 +110,21 @@ def entries(role: str, name: str = "", root: str | os.PathLike[str] | None = Non
     """Every version of `role` (and of `name`, when given) with a manifest, oldest first; with
     no `root` given and none under the registry root, the published ones."""
 
-    def under(base: Path) -> list[Entry]:
+    def under(base: Path, published: bool = False) -> list[Entry]:
         pattern = f"{name}/*/manifest.json" if name else "*/*/manifest.json"
-        found = [
-            Entry(role, p.parent.parent.name, p.parent.name, p.parent, read_manifest(p.parent))
-            for p in (base / role).glob(pattern)
-        ]
+        found = []
+        for p in (base / role).glob(pattern):
+            data = read_manifest(p.parent)
+            # A published model is republished over its first directory (trainers/publish.py):
+            # its version is its manifest's.
+            version = str(data.get("version") or p.parent.name) if published else p.parent.name
+            found.append(Entry(role, p.parent.parent.name, version, p.parent, data))
         return sorted(found, key=lambda e: (e.created_at, e.name, e.version))
 
     found = under(models_root(root))
     published = published_root() if root is None else None
     if not found and published is not None:
-        found = under(published)
+        found = under(published, published=True)
     return found
 
 

@@ -264,12 +264,23 @@ class RemoteServer:
         return str(data[0]["id"])
 
     def _next_wait(self, exc: Exception, attempt: int, deadline: float | None) -> float | None:
-        if attempt >= self.retries or not self.retryable(exc):
+        if not self.retryable(exc):
             return None
-        wait = self.backoff_s * 2**attempt
-        if deadline is not None and time.monotonic() + wait >= deadline:
-            return None
-        return wait
+        return retry_wait(attempt, self.retries, self.backoff_s, deadline)
+
+
+def retry_wait(
+    attempt: int, retries: int, backoff_s: float, deadline: float | None
+) -> float | None:
+    """The one retry rule: how long to wait before try `attempt + 1` (exponential from
+    `backoff_s`), or None when `retries` are spent or the wait would pass `deadline`
+    (time.monotonic())."""
+    if attempt >= retries:
+        return None
+    wait = backoff_s * 2**attempt
+    if deadline is not None and time.monotonic() + wait >= deadline:
+        return None
+    return wait
 
 
 def server_message(response: httpx.Response, limit: int = 300) -> str:

@@ -70,6 +70,41 @@ def test_collection_released_behind_the_cache_is_loaded_again(docs: MilvusStore)
     assert docs.count("docs") == (6, 3)
 
 
+def test_a_load_of_a_file_lite_is_still_writing_is_tried_again(
+    docs: MilvusStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once, on a loaded machine, Lite's load of a collection just released answered "File is
+    too small: 0"; the store tries such a load again. Any other load error is raised at once."""
+    from pymilvus.exceptions import MilvusException
+
+    real_load = docs._client.load_collection
+    loads: list[str] = []
+
+    def load_failing(first: str) -> object:
+        def load(name: str, **kwargs: object) -> None:
+            loads.append(name)
+            if len(loads) == 1 or first == "for good":
+                raise MilvusException(message=first if first != "for good" else "disk on fire")
+            real_load(name, **kwargs)
+
+        return load
+
+    hits = docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
+    docs._client.release_collection("ragrail_docs")
+    monkeypatch.setattr(docs._client, "load_collection", load_failing("File is too small: 0"))
+    assert len(docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)) == len(hits)
+    assert loads == ["ragrail_docs", "ragrail_docs"]
+
+    loads.clear()
+    docs._client.release_collection("ragrail_docs")
+    monkeypatch.setattr(docs._client, "load_collection", load_failing("for good"))
+    with pytest.raises(Exception, match="disk on fire"):
+        docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
+    assert loads == ["ragrail_docs"]  # not tried again
+    monkeypatch.setattr(docs._client, "load_collection", real_load)
+    assert len(docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)) == len(hits)  # loaded
+
+
 # Seen on a 2-core AVX2 machine (2026-11-26), twice in the full suite and never alone or with
 # tests/ragrail..retriever: Milvus Lite's own load_collection after the reopen waits 60 s and
 # gives up ("wait for loading collection timeout"), inside pymilvus. Not understood yet.

@@ -62,23 +62,35 @@ def test_a_changed_file_is_caught(tmp_path: Path) -> None:
     assert any("stray.bin is not in the record" in p for p in problems), problems
 
 
-def test_replace_drops_the_other_versions_of_the_same_model(tmp_path: Path) -> None:
+def test_a_new_version_is_published_over_the_first_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One version of a model ships, written over the directory the model was first published
+    in: git stores it as a delta against the files it replaces."""
     root = tmp_path / "published"
     ref, _ = published("reader")
     source = publish.PUBLISHED_ROOT / ref
     old = tmp_path / "trained" / "reader-x" / "v1"
     new = tmp_path / "trained" / "reader-x" / "v2"
-    for target in (old, new):
+    for target, version in ((old, "v1"), (new, "v2")):
         publish.shutil.copytree(source, target)
+        manifest = json.loads((target / "manifest.json").read_text())
+        (target / "manifest.json").write_text(json.dumps({**manifest, "version": version}))
+    (new / "metrics.json").write_text('{"new": true}\n')
     kept = publish.publish(source, root / "manifest.json", root)  # another model: kept
     publish.publish(old, root / "manifest.json", root)
     entry = publish.publish(new, root / "manifest.json", root)
-    dropped = publish.drop_other_versions(entry, root / "manifest.json", root)
-    assert dropped == ["reader/reader-x/v1"]
-    assert not (root / "reader" / "reader-x" / "v1").exists()
+    assert entry["path"] == "published/reader/reader-x/v1" and entry["version"] == "v2"
+    assert sorted(p.name for p in (root / "reader" / "reader-x").iterdir()) == ["v1"]
+    assert (root / "reader" / "reader-x" / "v1" / "metrics.json").read_text() == '{"new": true}\n'
     models = publish.read_record(root / "manifest.json")["models"]
-    assert set(models) == {"reader/reader-x/v2", kept["path"].removeprefix("published/")}
+    assert set(models) == {"reader/reader-x/v1", kept["path"].removeprefix("published/")}
     assert publish.check(root / "manifest.json", root) == []
+    # The services see the manifest's version, in the first directory.
+    monkeypatch.setenv("RAGRAIL_MODELS_DIR", str(tmp_path / "models"))  # nothing trained
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", str(root))
+    found = registry.resolve_ref("reader/reader-x")
+    assert (found.version, found.path) == ("v2", root / "reader" / "reader-x" / "v1")
 
 
 def test_services_fall_back_on_the_published_models(

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.models.quantize import eager_attention
 from trainers.data import EarlyStopping
 from trainers.reader.features import Feature, batches, tensors
 
@@ -106,34 +107,38 @@ def fit(
     stopping = EarlyStopping(args.patience)
     model.train()
     started = time.perf_counter()
-    for epoch in range(args.epochs):
-        for batch in batches(features, args.batch_size, rng, args.by_length):
-            if step >= stop or stopping.stop:
-                break
-            if step < done:  # resuming: the same order, these were trained already
+    # Eager attention while training: with attention dropout, PyTorch's CPU SDPA falls back
+    # to its slow math path (one bf16 step of 16 x 192 tokens: 0.92 s; eager 0.68 s; the same
+    # maths, dropout kept).
+    with eager_attention(model):
+        for epoch in range(args.epochs):
+            for batch in batches(features, args.batch_size, rng, args.by_length):
+                if step >= stop or stopping.stop:
+                    break
+                if step < done:  # resuming: the same order, these were trained already
+                    step += 1
+                    continue
+                loss = batch_loss(model, batch, pad_id, args.bf16)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                losses.append(loss.item())
                 step += 1
-                continue
-            loss = batch_loss(model, batch, pad_id, args.bf16)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-            step += 1
-            if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == stop):
-                save()
-            if step % args.log_every == 0 or step == total:
-                rate = (step - done) / (time.perf_counter() - started)
-                print(
-                    f"epoch {epoch + 1} step {step}/{total} loss "
-                    f"{np.mean(losses[-args.log_every :]):.4f} ({rate:.2f} steps/s)",
-                    flush=True,
-                )
-            if held and args.patience and (step % every == 0 or step == total):
-                value = held_loss(model, held, pad_id)
-                print(f"step {step}: held-out loss {value:.4f}", flush=True)
-                stopping.observe(step, value, model.state_dict)
+                if args.checkpoint_every and (step % args.checkpoint_every == 0 or step == stop):
+                    save()
+                if step % args.log_every == 0 or step == total:
+                    rate = (step - done) / (time.perf_counter() - started)
+                    print(
+                        f"epoch {epoch + 1} step {step}/{total} loss "
+                        f"{np.mean(losses[-args.log_every :]):.4f} ({rate:.2f} steps/s)",
+                        flush=True,
+                    )
+                if held and args.patience and (step % every == 0 or step == total):
+                    value = held_loss(model, held, pad_id)
+                    print(f"step {step}: held-out loss {value:.4f}", flush=True)
+                    stopping.observe(step, value, model.state_dict)
     if stopping.best_state is not None:
         model.load_state_dict(stopping.best_state)
     model.eval()

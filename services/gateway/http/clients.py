@@ -39,6 +39,7 @@ class Services:
             settings.generator_url,
             timeout_s=settings.generation_timeout_s,
             info_timeout_s=settings.request_timeout_s,
+            info_max_age_s=settings.generator_info_max_age_s,
         )
         # Optional stage: without guardrails, chat goes straight through (and says so).
         self.guardrails: GuardrailsClient | None = (

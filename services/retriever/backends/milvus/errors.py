@@ -114,6 +114,11 @@ def is_released(exc: MilvusException) -> bool:
     return "released" in message or "not loaded" in message
 
 
+def is_file_being_written(exc: MilvusException) -> bool:
+    """Lite's answer to a load of a segment file it has not finished writing."""
+    return "file is too small" in (exc.message or str(exc)).lower()
+
+
 def _is_not_found(code: Any, lowered_message: str) -> bool:
     if code == ErrorCode.COLLECTION_NOT_FOUND:
         return True
