@@ -40,6 +40,19 @@ def starting_line(supervisor: Supervisor, elapsed: float) -> str:
     return f"starting, {elapsed:.0f} s: waiting for {', '.join(waiting) or 'the gateway'}"
 
 
+def with_version(model_dir: str | Path) -> str:
+    """A model directory, with the version its manifest names where that is not the
+    directory's own name (a published model is republished over its first directory)."""
+    from shared.models.registry import read_manifest
+
+    version = str(read_manifest(Path(model_dir)).get("version") or "")
+    return (
+        f"{model_dir} (version {version})"
+        if version and version != Path(model_dir).name
+        else str(model_dir)
+    )
+
+
 async def say_models(supervisor: Supervisor) -> None:
     """Which guard model the rails run and which reader answers (or why none)."""
     from ragrail.launcher import guard_model_state, reader_in_use
@@ -48,12 +61,12 @@ async def say_models(supervisor: Supervisor) -> None:
     if child is not None:
         state = await guard_model_state(child.url)
         if state and state not in ("pending", "none"):
-            console.print(f"guardrails: every rail on, guard model {state}")
+            console.print(f"guardrails: every rail on, guard model {with_version(state)}")
         else:
             console.print(f"guardrails: the rails on the guard model are {state or 'unknown'}")
     reader = reader_in_use()
     if reader:
-        console.print(f"answers: extractive reader {reader}")
+        console.print(f"answers: extractive reader {with_version(reader)}")
 
 
 def last_line(path: Path, width: int = 70) -> str:

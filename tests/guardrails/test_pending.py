@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared.models.registry import read_manifest
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2
 from tests.conftest import grpc_service
 from tests.guardrails.conftest import config_copy
@@ -91,6 +92,8 @@ def test_pending_rails_until_sighup_loads_the_guard_model(
             time.sleep(0.5)
         assert state == str(models / "guardrails" / "guard-minilm" / "v1")
         assert "guard_model_status" not in details(target)
+        version = read_manifest(guard_model)["version"]  # its manifest's, not the directory's
+        assert details(target)["guard_model_version"] == version
 
         after = check_input(target, HARMFUL)
         assert (after.verdict, after.rail) == (BLOCK, "ragrail content safety")

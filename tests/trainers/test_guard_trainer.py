@@ -17,7 +17,9 @@ from tests.conftest import REPO
 from trainers.guardrails.guard_data import (
     CATEGORIES,
     SHIPPED,
+    TEST_PASSAGE_ROWS,
     Budget,
+    beir_passages,
     build,
     prompt_example,
     read_jsonl,
@@ -282,6 +284,18 @@ def test_generated_documents_and_attacks_keep_test_text_out_of_training() -> Non
         }
         assert not lines(train) & lines(test), domain
     assert not set(indirect.attacks("train")) & set(indirect.attacks("test"))
+
+
+def test_benign_corpus_passages_leave_the_evaluated_rows_out(tmp_path: Path) -> None:
+    """--benign-docs (a BEIR corpus such as SciFact's) trains on none of the rows the
+    evaluation measures as benign test passages, however many are asked for."""
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"_id": str(i), "title": f"t{i}", "text": f"abstract {i}"} for i in range(1300)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    taken = beir_passages(corpus, 5000, random.Random(0))
+    numbers = {int(p.rsplit(" ", 1)[1]) for p in taken}
+    assert len(taken) == 1300 - len(TEST_PASSAGE_ROWS)
+    assert not numbers & set(TEST_PASSAGE_ROWS)
 
 
 @pytest.mark.parametrize("where", ["start", "middle", "end"])

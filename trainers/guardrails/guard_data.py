@@ -167,8 +167,14 @@ def sample_passages(limit_words: int = 90) -> list[str]:
     return [p for p in out if len(p) > 100]
 
 
+# Rows of a BEIR corpus (SciFact's corpus.jsonl) that the evaluation measures as benign test
+# passages (guard_eval.planted_test_passages): never trained or calibrated on.
+TEST_PASSAGE_ROWS = range(1000, 1200)
+
+
 def beir_passages(path: Path, limit: int, rng: random.Random) -> list[str]:
-    rows = read_jsonl(path)
+    """Up to `limit` passages of a BEIR corpus, title and text, less the test rows."""
+    rows = [r for i, r in enumerate(read_jsonl(path)) if i not in TEST_PASSAGE_ROWS]
     rows = cap(rows, limit, rng)
     return [f"{r.get('title') or ''}\n\n{r.get('text') or ''}".strip()[:1500] for r in rows]
 

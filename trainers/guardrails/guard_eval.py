@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from trainers.guardrails import doc_domains, indirect
-from trainers.guardrails.guard_data import CATEGORIES, read_jsonl, split_file
+from trainers.guardrails.guard_data import CATEGORIES, TEST_PASSAGE_ROWS, read_jsonl, split_file
 from trainers.guardrails.planting import POSITIONS, insert
 
 # Safe requests that merely sound dangerous: every one must pass the input rails.
@@ -80,7 +80,7 @@ GENERATED_PER_DOMAIN = 200
 
 
 def planted_test_passages(
-    data: Path, seed: int = 0, scifact: int = 200, generated: int = GENERATED_PER_DOMAIN
+    data: Path, seed: int = 0, scifact: bool = True, generated: int = GENERATED_PER_DOMAIN
 ) -> list[TestPassage]:
     """The benign test passages and, for each, a copy with a test attack in a held-out
     disguise variant; then `generated` passages per generated domain, likewise."""
@@ -93,7 +93,7 @@ def planted_test_passages(
     if corpus.is_file() and scifact:
         with corpus.open(encoding="utf-8") as f:
             for i, line in enumerate(f):
-                if 1000 <= i < 1000 + scifact:
+                if i in TEST_PASSAGE_ROWS:
                     row = json.loads(line)
                     passages.append(("scifact", f"{row.get('title', '')}\n\n{row['text']}"[:1500]))
     attacks_path = split_file(data, "injections_extra", "test")
