@@ -76,7 +76,7 @@ def _data_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """The data a manifest names, with a digest over each local directory it names."""
     data = dict(manifest.get("data") or {})
     digests = {}
-    for key in ("path", "covidqa", "xquad"):
+    for key in ("path", "covidqa", "xquad", "in_domain", "benign_docs"):
         value = data.get(key)
         if isinstance(value, str) and value:
             path = Path(value)

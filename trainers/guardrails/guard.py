@@ -325,8 +325,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Benign documents (.jsonl corpus) added as a document domain.",
     )
     # Two trained layers, two epochs of 64 with early stopping on the held-out loss: the
-    # published model's recipe (docs/benchmarks.md, "Published models"; the recipes measured
-    # against each other are there too).
+    # 2026.11.26 recipe. The published model (2026.12.04) adds --frozen-layers 3 --dropout 0.2
+    # --bf16 and the issue-28 data below; its full command is in published/manifest.json,
+    # which bench/retrain.py reruns (docs/benchmarks.md, "Guardrails").
     parser.add_argument("--frozen-layers", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=2)
@@ -362,10 +363,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # Issue 28: documents as documents. Instructions addressed to the assistant planted in a
     # share of the passages (at the start, middle or end), generated e-mail, web, table and
     # code passages whose imperatives speak to a human reader, the contrastive safety pairs
-    # (contrastive.py), and more held-out passages to calibrate on. Off by default: the
-    # defaults stay the published recipe's (2026.11.26), which bench/retrain.py reproduces;
-    # the issue-28 run (docs/benchmarks.md, "Guardrails round two") passed --indirect-share
-    # 0.4 --generated-per-domain 300 --held-passages-per-domain 150 --contrastive.
+    # (contrastive.py), and more held-out passages to calibrate on. Off by default (the
+    # 2026.11.26 recipe); the published 2026.12.04 model passed --indirect-share 0.4
+    # --generated-per-domain 300 --held-passages-per-domain 150 --contrastive.
     parser.add_argument("--indirect-share", type=float, default=0.0)
     parser.add_argument("--generated-per-domain", type=int, default=0)
     parser.add_argument("--held-passages-per-domain", type=int, default=0)
