@@ -8,7 +8,7 @@ on one MiniLM encoder, from the data that ships in the repository.
     python -m trainers.guardrails --all --tiny --out /tmp/g    # seconds (tests)
     python -m trainers.guardrails --all --bf16                 # the top layers under bf16 autocast
 
-Recipe (trainers/guardrails/README.md has the figures behind each choice):
+Recipe (docs/benchmarks.md, "Guardrails", and its history have the figures behind each choice):
 1. examples (trainers/guardrails/guard_data.py): every source split once into a part to
    train on and a held-out part (by passage for documents); beside the data sets, rows
    written for the project: benign requests with alarming words (sensitive_benign.py),
