@@ -60,3 +60,48 @@ def test_small_sources_count_in_their_group_only_and_unbudgeted_groups_are_measu
 
 def test_origin_merges_a_source_across_sets() -> None:
     assert origin("benign_instructions/clinc150") == origin("content_safety/clinc150")
+
+
+class PassageScores:
+    """A guard whose passages score as given (by text), and which has no prompt rows."""
+
+    def __init__(self, by_text: dict[str, float]) -> None:
+        self.by_text = by_text
+
+    def logits(self, texts: list[str]) -> np.ndarray:
+        return np.zeros((len(texts), 3), dtype=np.float32)
+
+    def document_scores(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([self.by_text[t] for t in texts], dtype=np.float32)
+
+
+def test_two_passages_of_one_domain_no_longer_set_the_document_threshold() -> None:
+    import argparse
+
+    from trainers.guardrails.guard_data import GuardData
+    from trainers.guardrails.guard_thresholds import choose_thresholds
+
+    by_text: dict[str, float] = {}
+    data = GuardData()
+    for k, domain in enumerate(("email", "howto", "news", "web")):
+        values = scores(150, k)
+        if domain == "howto":
+            values[:2] = [8.0, 8.1]  # two odd passages far above every other
+        for j, value in enumerate(values):
+            text = f"{domain} {j}"
+            by_text[text] = value
+            data.held_passages.append((domain, text, 0))
+        planted = f"{domain} planted"
+        by_text[planted] = 6.0
+        data.held_passages.append((domain, planted, 1))
+    args = argparse.Namespace(margin=0.0, document_fpr=0.01)
+    thresholds, report = choose_thresholds(PassageScores(by_text), data, args)
+    threshold = thresholds["document"]
+    # The old rule (1 % of each domain) took the how-to domain's second-highest passage: 8.0.
+    assert report["document"]["domains"]["howto"]["threshold"] >= 8.0
+    assert threshold < 8.0 and report["document"]["domains"]["howto"]["caught"] == 1.0
+    # Within the budgets: 1 % of all 600 passages, 2 % of every domain.
+    assert all(d["dropped"] <= 2 * 0.01 for d in report["document"]["domains"].values())
+    pooled = np.asarray([v for t, v in by_text.items() if "planted" not in t])
+    assert (pooled >= threshold).mean() <= 0.01
+    assert report["document"]["set_by"].startswith("documents")

@@ -7,7 +7,8 @@ The held-out part is rebuilt from the arguments its manifest records (same data,
 seed: the same split as in training, checked against the manifest's row counts per source),
 so the thresholds are chosen on held-out rows only, never on a test split. guard.json,
 metrics.json (`calibration`, and `recalibrated`: the command and the thresholds it replaced),
-the manifest and the README card are rewritten; the graph is not touched.
+the manifest and the README card are rewritten; the graph is not touched. A model trained with
+`--evaluate` is measured on the test splits again at the new thresholds (where they are).
 """
 
 from __future__ import annotations
@@ -67,7 +68,14 @@ def recalibrate(model: Path, threads: int, command: str) -> dict[str, Any]:
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "previous_thresholds": previous,
     }
-    metrics.pop("test", None)  # measured at the old thresholds
+    test_data = Path(args.test_data) if args.test_data else None
+    if args.evaluate and test_data is not None and test_data.is_dir():
+        # Measured again at the new thresholds, as a retrain of the recorded command would.
+        from trainers.guardrails.guard_eval import evaluate
+
+        metrics["test"] = evaluate(GuardModel(model, threads=threads), test_data, args.seed)
+    else:
+        metrics.pop("test", None)  # measured at the old thresholds
     manifest["heads"] = {h: config["heads"][h] for h in HEAD_NAMES}
     manifest["metrics"] = metrics
     manifest["calibration_command"] = command
