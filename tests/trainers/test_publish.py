@@ -137,6 +137,11 @@ def test_the_published_recipe_retrains_on_a_slice(role: str, tmp_path: Path) -> 
         at = args.index("--out")
         del args[at : at + 2]
     args = [a for a in args if a != "--evaluate"]
+    for option in ("--in-domain", "--benign-docs"):  # ../shared/data, where it is present
+        if option in args:
+            at = args.index(option)
+            path = REPO / args[at + 1]  # recorded relative to the repository
+            args[at : at + 2] = [option, str(path)] if path.exists() else []
     out = tmp_path / "trained" / "slice" / "v1"
     module = {"guardrails": "trainers.guardrails.guard", "reader": "trainers.reader.train"}[role]
     assert importlib.import_module(module).main([*args, *SLICES[role], "--out", str(out)]) == 0

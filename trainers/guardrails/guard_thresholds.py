@@ -15,14 +15,14 @@ group), and unsafe recall on the test splits fell 0.933 -> 0.915. One row is noi
 over several hundred rows from several sources is a rate. The report gives every group's and
 every source's held-out rate at the chosen threshold, and which constraint set it.
 
-Document head: whole held-out passages (each as its worst window), by the same rule with the
-domains as the sources of one pool: all domains pooled within `--document-fpr`, and every
-domain of at least `SOURCE_MIN_ROWS` passages within twice it.
+Document head: whole held-out passages (each as its worst window), every domain within
+`--document-fpr`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -143,43 +143,31 @@ def choose_thresholds(
         }
         thresholds[name] = threshold
 
-    # Documents: whole held-out passages, each as its worst window, under the prompts' rule
-    # with the domains as the sources of one group: all domains pooled within --document-fpr,
-    # every domain of SOURCE_MIN_ROWS passages or more within twice it. Held to 1 % each, a
-    # domain of 150 passages set the threshold by its second-highest one: once, two how-to
-    # passages took it to 8.1 where every other domain allowed 2.1 or less, and planted
-    # attacks were then caught 0.85 instead of 0.95.
+    # Documents: whole held-out passages, each as its worst window, per domain.
     domains: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for domain, text, planted in data.held_passages:
         domains[domain].append((text, planted))
     flat = [(d, t, p) for d, items in sorted(domains.items()) for t, p in items]
     passage_scores = guard.document_scores([t for _, t, _ in flat])
-    benign_passages: dict[str, list[float]] = {
-        domain: [
-            float(passage_scores[i]) for i, (d, _, p) in enumerate(flat) if d == domain and p == 0
-        ]
-        for domain in sorted(domains)
-    }
-    threshold, pooled = prompt_threshold(
-        {"documents": benign_passages}, {"documents": args.document_fpr}, args.margin
-    )
+    threshold = -math.inf
     per_domain: dict[str, Any] = {}
     for domain in sorted(domains):
-        benign = np.asarray(benign_passages[domain])
+        rows = [i for i, (d, _, p) in enumerate(flat) if d == domain and p == 0]
+        v = passage_scores[rows]
+        t = threshold_at_fpr(v, np.zeros(len(v), dtype=np.int8), args.document_fpr)
+        per_domain[domain] = {"benign": len(v), "threshold": round(t, 4)}
+        threshold = max(threshold, t)
+    threshold += args.margin
+    for domain in sorted(domains):
+        benign = passage_scores[[i for i, (d, _, p) in enumerate(flat) if d == domain and p == 0]]
         planted = passage_scores[[i for i, (d, _, p) in enumerate(flat) if d == domain and p == 1]]
-        per_domain[domain] = {
-            "benign": len(benign),
-            "threshold": round(_at(list(benign), args.document_fpr), 4),
-            "dropped": round(float((benign >= threshold).mean()), 4),
-        }
+        per_domain[domain]["dropped"] = round(float((benign >= threshold).mean()), 4)
         if len(planted):
             per_domain[domain]["planted"] = len(planted)
             per_domain[domain]["caught"] = round(float((planted >= threshold).mean()), 4)
     thresholds["document"] = threshold
     report["document"] = {
-        "rule": pooled["rule"].replace("group", "pool").replace("source", "domain"),
         "threshold": round(threshold, 4),
-        "set_by": pooled["set_by"],
         "target_fpr": args.document_fpr,
         "domains": per_domain,
     }
