@@ -43,9 +43,9 @@ def starting_line(supervisor: Supervisor, elapsed: float) -> str:
 def with_version(model_dir: str | Path) -> str:
     """A model directory, with the version its manifest names where that is not the
     directory's own name (a published model is republished over its first directory)."""
-    from shared.models.registry import read_manifest
+    from shared.models.registry import manifest_version
 
-    version = str(read_manifest(Path(model_dir)).get("version") or "")
+    version = manifest_version(Path(model_dir))
     return (
         f"{model_dir} (version {version})"
         if version and version != Path(model_dir).name

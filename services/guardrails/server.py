@@ -30,7 +30,7 @@ from services.guardrails.settings import GuardrailsSettings
 from shared.errors import FailedPrecondition, InvalidArgument
 from shared.models.classifier import InjectionClassifier
 from shared.models.guard import GuardModel
-from shared.models.registry import read_manifest
+from shared.models.registry import manifest_version
 from shared.proto.ragrail.v1 import common_pb2, guardrails_pb2, guardrails_pb2_grpc
 from shared.server import Built, ServiceSpec
 from shared.verdict import Verdict
@@ -251,11 +251,8 @@ def model_info(railset: RailSet) -> dict[str, str]:
         ),
         "guard_model": str(guard.model.path) if guard is not None else "none",
     }
-    if guard is not None:
-        # A published model is republished over its first directory: its manifest names it.
-        version = read_manifest(Path(guard.model.path)).get("version")
-        if version:
-            info["guard_model_version"] = str(version)
+    if guard is not None and (version := manifest_version(Path(guard.model.path))):
+        info["guard_model_version"] = version
     if railset.pending:
         info.update(guard_model="pending", guard_model_status=PENDING_REASON)
     return info

@@ -106,6 +106,14 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def manifest_version(path: Path, manifest: dict[str, Any] | None = None) -> str:
+    """The version a model directory's manifest names ("" for none): a published model is
+    republished over its first directory (trainers/publish.py), so its directory's name is
+    not its version."""
+    data = read_manifest(path) if manifest is None else manifest
+    return str(data.get("version") or "")
+
+
 def entries(role: str, name: str = "", root: str | os.PathLike[str] | None = None) -> list[Entry]:
     """Every version of `role` (and of `name`, when given) with a manifest, oldest first; with
     no `root` given and none under the registry root, the published ones."""
@@ -115,9 +123,9 @@ def entries(role: str, name: str = "", root: str | os.PathLike[str] | None = Non
         found = []
         for p in (base / role).glob(pattern):
             data = read_manifest(p.parent)
-            # A published model is republished over its first directory (trainers/publish.py):
-            # its version is its manifest's.
-            version = str(data.get("version") or p.parent.name) if published else p.parent.name
+            version = p.parent.name
+            if published:
+                version = manifest_version(p.parent, data) or version
             found.append(Entry(role, p.parent.parent.name, version, p.parent, data))
         return sorted(found, key=lambda e: (e.created_at, e.name, e.version))
 

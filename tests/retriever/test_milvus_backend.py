@@ -80,24 +80,26 @@ def test_a_load_of_a_file_lite_is_still_writing_is_tried_again(
     real_load = docs._client.load_collection
     loads: list[str] = []
 
-    def load_failing(first: str) -> object:
+    def load_failing(message: str, times: int) -> object:
+        """load_collection answering `message` for its first `times` calls."""
+
         def load(name: str, **kwargs: object) -> None:
             loads.append(name)
-            if len(loads) == 1 or first == "for good":
-                raise MilvusException(message=first if first != "for good" else "disk on fire")
+            if len(loads) <= times:
+                raise MilvusException(message=message)
             real_load(name, **kwargs)
 
         return load
 
     hits = docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
     docs._client.release_collection("ragrail_docs")
-    monkeypatch.setattr(docs._client, "load_collection", load_failing("File is too small: 0"))
+    monkeypatch.setattr(docs._client, "load_collection", load_failing("File is too small: 0", 1))
     assert len(docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)) == len(hits)
     assert loads == ["ragrail_docs", "ragrail_docs"]
 
     loads.clear()
     docs._client.release_collection("ragrail_docs")
-    monkeypatch.setattr(docs._client, "load_collection", load_failing("for good"))
+    monkeypatch.setattr(docs._client, "load_collection", load_failing("disk on fire", 99))
     with pytest.raises(Exception, match="disk on fire"):
         docs.dense_search("docs", unit(1, 0, 0, 0), 3, None)
     assert loads == ["ragrail_docs"]  # not tried again
