@@ -8,11 +8,21 @@ stops the in-process server once no other store of this process uses the path.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from shared.errors import Unavailable
+from pymilvus.exceptions import MilvusException
 
+from services.retriever.backends.milvus import errors
+from shared.errors import Unavailable
+from shared.models.remote import retry_wait
+
+log = logging.getLogger(__name__)
+# Tries of a Lite load that found a file still being written (0.25, 0.5, 1, 2 s apart).
+LOAD_RETRIES = 4
 _lite_lock = threading.Lock()
 _lite_users: dict[str, int] = {}
 
@@ -52,3 +62,26 @@ def release(path: str) -> None:
     from milvus_lite.server_manager import server_manager_instance
 
     server_manager_instance.release_server(path)
+
+
+def load_retrying(load: Callable[[], None], name: str, timeout: float) -> None:
+    """`load()`, tried again (within `timeout`) where Lite answers that a file is still being
+    written: once, on a loaded 2-core machine, Lite's load of a collection just released
+    failed with "File is too small: 0" and the next try would have served."""
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while True:
+        try:
+            load()
+            return
+        except MilvusException as exc:
+            wait = (
+                retry_wait(attempt, LOAD_RETRIES, 0.25, deadline)
+                if errors.is_file_being_written(exc)
+                else None
+            )
+            if wait is None:
+                raise
+            log.warning("Milvus Lite could not load '%s' yet (%s); trying again", name, exc)
+            attempt += 1
+            time.sleep(wait)

@@ -54,7 +54,6 @@ from services.retriever.backends.milvus.schema import (
 from services.retriever.backends.validation import is_collection_name, validate_collection_name
 from services.retriever.filters import MirroredList, string_list, to_milvus_expr
 from shared.errors import NotFound, RagrailError
-from shared.models.remote import retry_wait
 
 if TYPE_CHECKING:
     from services.retriever.backends.base import ChunkRecord, SearchRequest
@@ -62,8 +61,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
-# Tries of a Lite load that found a file still being written (0.25, 0.5, 1, 2 s apart).
-LOAD_RETRIES = 4
 
 UPSERT_BATCH = 512  # rows per call: keeps one gRPC message far below its size limit
 DELETE_BATCH = 1_024  # ids per `id in [...]` expression
@@ -187,26 +184,14 @@ class MilvusStore(VectorStore):
                 self._load_collection(mname)
 
     def _load_collection(self, mname: str) -> None:
-        """load_collection, tried again (within the deadline) where Lite answers that a file
-        is still being written: once, on a loaded 2-core machine, Lite's load of a collection
-        just released failed with "File is too small: 0" and the next try would have served."""
-        deadline = time.monotonic() + self._timeout
-        attempt = 0
-        while True:
-            try:
-                self._client.load_collection(mname, timeout=self._timeout)
-                return
-            except MilvusException as exc:
-                wait = (
-                    retry_wait(attempt, LOAD_RETRIES, 0.25, deadline)
-                    if self._is_lite and errors.is_file_being_written(exc)
-                    else None
-                )
-                if wait is None:
-                    raise
-                log.warning("Milvus Lite could not load '%s' yet (%s); trying again", mname, exc)
-                attempt += 1
-                time.sleep(wait)
+        if not self._is_lite:
+            self._client.load_collection(mname, timeout=self._timeout)
+            return
+        lite.load_retrying(
+            lambda: self._client.load_collection(mname, timeout=self._timeout),
+            mname,
+            self._timeout,
+        )
 
     def _read(self, name: str, action: str, call: Callable[[], _T]) -> _T:
         """Runs the read `call`; a collection found released is loaded and read once more:
