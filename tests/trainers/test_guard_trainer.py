@@ -119,6 +119,33 @@ def test_build_splits_by_source_and_passage() -> None:
     assert [e.text for e in again.fit] == [e.text for e in data.fit]
 
 
+def test_spare_passages_are_held_out_and_what_is_trained_on_does_not_change() -> None:
+    """--spare-held: passages the training cap left out are held out too (more rows to choose
+    the document threshold on); the fit part, and so a trained model, stay as they were."""
+    from dataclasses import replace
+
+    from shared.text import windows
+    from trainers.guardrails.guard_data import WINDOW_CHARS
+
+    budget = Budget(per_source=20, passages_per_domain=10, holdout=0.3, held_passages_per_domain=3)
+    plain = build(SHIPPED, budget, seed=1)
+    more = build(SHIPPED, replace(budget, spare_held=5), seed=1)
+    assert [e.text for e in more.fit] == [e.text for e in plain.fit]
+    assert more.held_passages[: len(plain.held_passages)] == plain.held_passages
+    added = more.held_passages[len(plain.held_passages) :]
+    benign = [(d, t) for d, t, planted in added if not planted]
+    assert benign and len(benign) == len(added) // 2  # each with its planted copy
+    trained = {e.text for e in plain.fit if e.document == 0}
+    for _, text in benign:
+        assert not trained & set(windows(text, WINDOW_CHARS)), text[:80]
+    for domain in {d for d, _ in benign}:
+        counts = more.sources[f"documents_mixed/{domain}"]
+        assert counts["spare_held"] == sum(d == domain for d, _ in benign) <= 5
+        assert {k: v for k, v in counts.items() if k != "spare_held"} == plain.sources[
+            f"documents_mixed/{domain}"
+        ]
+
+
 # -- a tiny run ------------------------------------------------------------------------------
 
 # The hand-made fixture (tests/fixtures/guard), one trained layer, one epoch: about a minute

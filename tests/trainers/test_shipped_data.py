@@ -32,3 +32,18 @@ def test_shipped_reader_data_holds_no_test_article() -> None:
     if SHARED.is_dir():
         tests = read_rows(SHARED / "covidqa" / "questions" / "test.jsonl")
         assert not {q["document_id"] for q in tests} & asked
+
+
+def test_shipped_scientific_passages_are_from_train_articles_only() -> None:
+    """The guard's `scientific` document domain: COVID-QA train articles, never a test one."""
+    rows = read_rows(guard_data.SHIPPED / "documents_mixed" / "train.jsonl.gz")
+    passages = [r["text"] for r in rows if r["domain"] == "scientific"]
+    assert len(passages) >= 500
+    assert {r["source"] for r in rows if r["domain"] == "scientific"} == {"covidqa_train_article"}
+    if SHARED.is_dir():
+        tested = {q["document_id"] for q in read_rows(SHARED / "covidqa/questions/test.jsonl")}
+        articles = read_rows(SHARED / "covidqa" / "documents.jsonl")
+        texts = [a["text"] for a in articles if a["id"] in tested]
+        assert not [p for p in passages if any(p in t for t in texts)]
+        train = [a["text"] for a in articles if a["id"] not in tested]
+        assert all(any(p in t for t in train) for p in passages[:50])

@@ -14,6 +14,11 @@ whose licences allow redistribution in a product, and drops the rows of sources 
 * SciFact (CC BY-NC 2.0) is not copied at all (`--in-domain` / `--benign-docs` read it
   where it is present).
 
+Beside the train splits, `documents_mixed` gets a `scientific` domain: passages of the
+COVID-QA articles that only train questions ask about and that say they are CC BY (the
+test articles stay out), cut as the gateway cuts documents. No other shipped domain is
+scientific prose, and the document head dropped 5 of 200 SciFact test abstracts without one.
+
 Same layout and fields as ../shared/data (`<set>/train.jsonl.gz`), so the trainer reads
 either directory the same way. gzip with a fixed mtime: the same input gives the same bytes.
 """
@@ -21,6 +26,7 @@ either directory the same way. gzip with a fixed mtime: the same input gives the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from trainers import shipped
@@ -66,6 +72,40 @@ def reading_comprehension(source: Path) -> list[dict]:
     return [r for r in rows if not (r["text"] in seen or seen.add(r["text"]))]  # type: ignore[func-returns-value]
 
 
+# Passages as the gateway's chunks are (256 embedder tokens, about 180 words), within the
+# 200-1,500 characters of documents_mixed's passages.
+PASSAGE_WORDS = 180
+PASSAGE_CHARS = (200, 1500)
+SCIENTIFIC_PASSAGES = 900
+# The articles' own licence line: five train articles (a JAMA viewpoint, CDC pages, a
+# preprint, an Imperial College report) carry none and stay out.
+CC_BY = re.compile(r"^License:\s*cc-by\s*$", re.MULTILINE)
+
+
+def scientific_passages(source: Path) -> list[dict]:
+    """Benign document rows (domain `scientific`) from the COVID-QA train articles."""
+    import random
+
+    from shared.chunking import Chunker
+
+    asked = {q["document_id"] for q in read_rows(source / "covidqa" / "questions" / "train.jsonl")}
+    tested = {q["document_id"] for q in read_rows(source / "covidqa" / "questions" / "test.jsonl")}
+    chunker = Chunker(chunk_size=PASSAGE_WORDS, chunk_overlap=0)
+    texts = [
+        piece.text
+        for article in read_rows(source / "covidqa" / "documents.jsonl")
+        if article["id"] in asked - tested and CC_BY.search(article["text"][:3000])
+        for piece in chunker.chunk(article["text"])
+    ]
+    low, high = PASSAGE_CHARS
+    texts = [t for t in texts if low <= len(t) <= high]
+    texts = random.Random(0).sample(texts, min(SCIENTIFIC_PASSAGES, len(texts)))
+    return [
+        {"text": t, "domain": "scientific", "source": "covidqa_train_article", "label": 0}
+        for t in texts
+    ]
+
+
 def build(source: Path) -> dict[str, tuple[bytes, dict]]:
     """{relative path: (file bytes, stats)} of the shipped files."""
     out: dict[str, tuple[bytes, dict]] = {}
@@ -73,6 +113,10 @@ def build(source: Path) -> dict[str, tuple[bytes, dict]]:
         rows = read_rows(source / name / "train.jsonl")
         kept = [r for r in rows if r.get("source") not in NON_COMMERCIAL]
         stats = {"rows": len(kept), "dropped_non_commercial": len(rows) - len(kept)}
+        if name == "documents_mixed":
+            kept += scientific_passages(source)
+            stats["scientific"] = len(kept) - stats["rows"]
+            stats["rows"] = len(kept)
         out[f"{name}/train.jsonl.gz"] = (gzip_rows(kept), stats)
     rows = reading_comprehension(source)
     out["reading_comprehension/train.jsonl.gz"] = (gzip_rows(rows), {"rows": len(rows)})

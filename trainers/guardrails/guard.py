@@ -15,9 +15,10 @@ Recipe (docs/benchmarks.md, "Guardrails", and its history have the figures behin
    contrastive safe/unsafe pairs (contrastive.py), e-mail, web, table and code passages
    (doc_domains.py) and instructions addressed to the assistant (indirect.py), planted at
    the start, middle or end of passages;
-2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers exported to ONNX and
-   quantized to INT8; their token states for every training text computed once and kept in
-   memory (fp16), once per distinct text (the repeated sources share them);
+2. the packaged all-MiniLM-L6-v2's lower `--frozen-layers` layers (with `--frozen-layers 0`,
+   as published, its embeddings alone) exported to ONNX and quantized to INT8; their token
+   states for every training text computed once and kept in memory (fp16), once per
+   distinct text (the repeated sources share them);
 3. (guard_fit.py) the upper layers (a trainable copy) and the heads trained on those
    states: binary cross-entropy per head (each example only in the losses of the heads it is
    labelled for), cross-entropy over hazard categories for unsafe texts; AdamW, linear decay; the
@@ -109,6 +110,8 @@ def budget_of(args: argparse.Namespace) -> Budget:
         caps=dict(args.cap or []),
         repeats=dict(DEFAULT_REPEATS if args.repeat is None else args.repeat),
         held_passages_per_domain=args.held_passages_per_domain,
+        spare_held=args.spare_held,
+        unsafe_not_injection=args.unsafe_not_injection,
         indirect_share=args.indirect_share,
         generated_per_domain=args.generated_per_domain,
         contrastive=args.contrastive,
@@ -325,9 +328,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Benign documents (.jsonl corpus) added as a document domain.",
     )
     # Two trained layers, two epochs of 64 with early stopping on the held-out loss: the
-    # 2026.11.26 recipe. The published model (2026.12.04) adds --frozen-layers 3 --dropout 0.2
-    # --bf16 and the issue-28 data below; its full command is in published/manifest.json,
-    # which bench/retrain.py reruns (docs/benchmarks.md, "Guardrails").
+    # 2026.11.26 recipe. The published model (2026.12.05) trains the whole encoder
+    # (--frozen-layers 0: unsafe recall 0.924 -> 0.965 on the test splits against three trained
+    # layers) with --dropout 0.2 --bf16 and the issue-28 data below; its full command is in
+    # published/manifest.json, which bench/retrain.py reruns (docs/benchmarks.md, "Guardrails").
     parser.add_argument("--frozen-layers", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=2)
@@ -364,12 +368,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # share of the passages (at the start, middle or end), generated e-mail, web, table and
     # code passages whose imperatives speak to a human reader, the contrastive safety pairs
     # (contrastive.py), and more held-out passages to calibrate on. Off by default (the
-    # 2026.11.26 recipe); the published 2026.12.04 model passed --indirect-share 0.4
+    # 2026.11.26 recipe); the published model passes --indirect-share 0.4
     # --generated-per-domain 300 --held-passages-per-domain 150 --contrastive.
     parser.add_argument("--indirect-share", type=float, default=0.0)
     parser.add_argument("--generated-per-domain", type=int, default=0)
     parser.add_argument("--held-passages-per-domain", type=int, default=0)
+    parser.add_argument(
+        "--spare-held",
+        type=int,
+        default=0,
+        help="With --held-passages-per-domain: up to N more passages per domain held out, of "
+        "those the training cap leaves out (more rows to choose the document threshold on; "
+        "what is trained on does not change).",
+    )
     parser.add_argument("--contrastive", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument(
+        "--unsafe-not-injection",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Train the injection head on content_safety's unsafe rows as not injections "
+        "(direct harmful requests), so the content-safety rail names their category.",
+    )
     parser.add_argument("--document-fpr", type=float, default=DOCUMENT_FPR)
     parser.add_argument(
         "--margin", type=float, default=0.0, help="Added to every chosen threshold."

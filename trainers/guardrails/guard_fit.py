@@ -30,6 +30,8 @@ def bottom_states(
     from shared.models.guard import pad
 
     session = runtime.session(file, threads, spinning=True)
+    # With no frozen layer the bottom is the embeddings alone, which take no attention mask.
+    inputs = {i.name for i in session.get_inputs()}
     first: dict[tuple[int, ...], int] = {}
     index = [first.setdefault(tuple(i), len(first)) for i in ids]
     unique = [list(key) for key in first]
@@ -39,7 +41,7 @@ def bottom_states(
     with tqdm(total=len(unique), desc=desc, unit="text", file=sys.stderr) as bar:
         for start in range(0, len(unique), batch_size):
             rows = order[start : start + batch_size]
-            feeds = pad([unique[i] for i in rows])
+            feeds = {k: v for k, v in pad([unique[i] for i in rows]).items() if k in inputs}
             states = session.run(None, feeds)[0]
             for j, i in enumerate(rows):
                 states_of[i] = states[j, : len(unique[i])].astype(np.float16)

@@ -36,7 +36,14 @@ def training_args(manifest: dict[str, Any]) -> argparse.Namespace:
     return args
 
 
-def recalibrate(model: Path, threads: int, command: str) -> dict[str, Any]:
+def trained_on(sources: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Rows per source less the spare held-out passages (which a recalibration may add)."""
+    return {k: {n: c for n, c in v.items() if n != "spare_held"} for k, v in sources.items()}
+
+
+def recalibrate(
+    model: Path, threads: int, command: str, spare_held: int | None = None
+) -> dict[str, Any]:
     from shared.models.guard import GUARD_FILE, GuardModel
     from shared.models.registry import write_manifest
     from trainers.guardrails.guard import HEAD_NAMES, budget_of, write_config
@@ -46,13 +53,16 @@ def recalibrate(model: Path, threads: int, command: str) -> dict[str, Any]:
 
     manifest = json.loads((model / "manifest.json").read_text(encoding="utf-8"))
     args = training_args(manifest)
+    if spare_held is not None:
+        args.spare_held = spare_held
+        manifest["params"]["spare_held"] = spare_held
     in_domain = None
     if args.in_domain:
         from trainers.guardrails.in_domain import InDomain
 
         in_domain = InDomain.load(args.in_domain).train
     data = build(args.data, budget_of(args), args.seed, in_domain, args.benign_docs)
-    if data.sources != manifest["data"]["sources"]:
+    if trained_on(data.sources) != trained_on(manifest["data"]["sources"]):
         raise SystemExit(
             f"the data rebuilt from {args.data} differ from what {model} was trained on "
             "(rows per source); recalibrating would choose on other rows"
@@ -76,6 +86,7 @@ def recalibrate(model: Path, threads: int, command: str) -> dict[str, Any]:
         metrics["test"] = evaluate(GuardModel(model, threads=threads), test_data, args.seed)
     else:
         metrics.pop("test", None)  # measured at the old thresholds
+    manifest["data"]["sources"] = data.sources
     manifest["heads"] = {h: config["heads"][h] for h in HEAD_NAMES}
     manifest["metrics"] = metrics
     manifest["calibration_command"] = command
@@ -96,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Choose a trained guard model's thresholds again on its held-out part.",
     )
     parser.add_argument("--model", type=Path, required=True, help="Guard model directory.")
+    parser.add_argument(
+        "--spare-held",
+        type=int,
+        help="Choose on up to N more held-out passages per domain (the trainer's --spare-held; "
+        "default: as trained).",
+    )
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -103,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.model / "manifest.json").is_file():
         raise SystemExit(f"{args.model} holds no trained guard model (no manifest.json)")
     threads = args.threads or len(os.sched_getaffinity(0))
-    result = recalibrate(args.model, threads, command_line("trainers.guardrails.recalibrate", argv))
+    command = command_line("trainers.guardrails.recalibrate", argv)
+    result = recalibrate(args.model, threads, command, args.spare_held)
     print(json.dumps(result), file=sys.stdout, flush=True)
     return 0
 
