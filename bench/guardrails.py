@@ -257,10 +257,12 @@ def run_in_process(model: Path, rows: list[dict], docs: list[Any], threads: int 
     logits = guard.score([r["text"] for r in tqdm(rows, desc="prompts", leave=False)]).logits
     verdicts = []
     for x in logits:
-        if x[inj.logit] >= inj.threshold:
-            verdicts.append((True, "ragrail injection", "prompt injection"))
-        elif x[uns.logit] >= uns.threshold:
+        # In the packaged config's order (services/guardrails/config/config.yml): content
+        # safety runs before injection, so a harmful request is refused naming its category.
+        if x[uns.logit] >= uns.threshold:
             verdicts.append((True, "ragrail content safety", f"category {guard.category(x)}"))
+        elif x[inj.logit] >= inj.threshold:
+            verdicts.append((True, "ragrail injection", "prompt injection"))
         else:
             verdicts.append((False, "", ""))
     scores = guard.document_scores([d.text for d in docs])
