@@ -2,10 +2,13 @@
 (trainers/guardrails/guard_thresholds.py), without training it again.
 
     python -m trainers.guardrails.recalibrate --model models/guardrails/guard-minilm/<version>
+    python -m trainers.guardrails.recalibrate --model DIR --spare-held 450   # more passages
 
 The held-out part is rebuilt from the arguments its manifest records (same data, budget and
 seed: the same split as in training, checked against the manifest's row counts per source),
-so the thresholds are chosen on held-out rows only, never on a test split. guard.json,
+so the thresholds are chosen on held-out rows only, never on a test split. `--spare-held N`
+holds out up to N more passages per domain, of those the training cap left out (the trainer's
+option of that name: what was trained on does not change). guard.json,
 metrics.json (`calibration`, and `recalibrated`: the command and the thresholds it replaced),
 the manifest and the README card are rewritten; the graph is not touched. A model trained with
 `--evaluate` is measured on the test splits again at the new thresholds (where they are).
