@@ -1,6 +1,6 @@
 """Retrain benchmark: does a full retrain of a published recipe reproduce the published model?
 
-    python bench/retrain.py guardrails          # the guard model's recipe, 9 minutes on 2 cores
+    python bench/retrain.py guardrails          # the guard model's recipe, ~17 min on 2 cores
     python bench/retrain.py reader              # the extractive reader's
     python bench/retrain.py reader --retrained DIR   # compare an existing retrain, train nothing
     python bench/retrain.py reader --with "--bf16"   # the recorded command and more

@@ -14,7 +14,7 @@ git then stores the new files as deltas against the ones they replace, where a n
 would add the whole model (60-120 MB) to every clone's history again, and a submission would
 count it twice (added, and the old one removed). The guard model's embeddings and frozen layers
 do not change from one recipe to the next: its republication was an 11 MB `git diff
---binary` (2026-12-04), the reader's (every weight trained) 49 MB.
+--binary` (2026-12-04; 19 MB on 2026-12-05, every encoder layer trained), the reader's 49 MB.
 
 The trainers stay the source: a published directory is a trainer's output less the files no
 service reads (the FP32 ONNX graph, PyTorch weights, checkpoints). `bench/retrain.py` retrains a

@@ -387,7 +387,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="Train the injection head on content_safety's unsafe rows as not injections "
-        "(direct harmful requests), so the content-safety rail names their category.",
+        "(direct harmful requests), so a content_safety.categories filter can let a category "
+        "through (docs/benchmarks.md, Guardrails: measured, not published).",
     )
     parser.add_argument("--document-fpr", type=float, default=DOCUMENT_FPR)
     parser.add_argument(

@@ -22,8 +22,8 @@ Budget.contrastive, contrastive.py's pairs (the same alarming word safe and unsa
 Injections are not labelled for safety (a jailbreak may or may not wrap a harmful request).
 Unsafe requests are not labelled for injection either, unless `Budget.unsafe_not_injection`:
 content_safety's unsafe rows are direct requests (no role play, no override), and left
-unlabelled the injection head learnt to fire on them, so that a harmful request was refused as
-"prompt injection" ahead of the content-safety rail, without its hazard category.
+unlabelled the injection head learns to fire on most of them, so that a request whose category
+a `content_safety.categories` filter lets through is refused as "prompt injection" anyway.
 
 Every source is split once (seeded) into a part to train on and a held-out part the
 thresholds are chosen on; documents are split by passage, per domain, so a passage's
@@ -36,7 +36,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,8 +155,6 @@ def stratified_holdout(items: list, fraction: float, rng: random.Random) -> tupl
 
 def left_out(items: list[str], chosen: list[str]) -> list[str]:
     """`items` less one occurrence of each of `chosen` (a sample of them), in order."""
-    from collections import Counter
-
     taken = Counter(chosen)
     out = []
     for item in items:
@@ -358,9 +356,9 @@ def build(
     # not its second-highest of 150 passages. Their own generator keeps the split and the
     # planting above (what the model is trained on) as they were without them.
     spare_rng = random.Random(f"{seed}:spare")
-    for domain in sorted(spare):
+    for domain in sorted(spare) if budget.spare_held else []:
         extra = cap(spare[domain], budget.spare_held, spare_rng)
-        if budget.spare_held and extra:
+        if extra:
             add(domain, extra, data.held, spare_rng)
             data.sources[f"{DOCUMENT_SET}/{domain}"]["spare_held"] = len(extra)
     return data
