@@ -1,7 +1,8 @@
 """Typed settings shared by every service: environment variables over a YAML file over defaults.
 
-Each gRPC service subclasses `ServiceSettings` (the gateway `ServerSettings`, the part it
-shares with them) and sets `service_name`; its fields are read from
+Each gRPC service's settings class derives from `ServiceSettings.of("<service>")`, which sets
+its `service_name`, env prefix and default ports; the gateway's derives from `ServerSettings`,
+the part it shares with them, and sets those itself. A service's fields are read from
 `RAGRAIL_<SERVICE>_<FIELD>` (e.g. `RAGRAIL_EMBEDDER_PORT=50051`) and from the `<service>:`
 section of the YAML file named by `RAGRAIL_CONFIG`, if any. Precedence: explicit arguments,
 then environment, then YAML, then the defaults written here, which work offline on a laptop.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 import yaml
 from pydantic import Field
@@ -74,6 +75,21 @@ def metrics_port_field(default: int) -> Any:
     )
 
 
+def timeout_field(default: float, description: str) -> Any:
+    """A limit in seconds on a call or a wait; it must be positive (no 0 for "none")."""
+    return Field(default, gt=0, description=description)
+
+
+def retries_field(description: str) -> Any:
+    """How often a failed call is retried (2; 0 to 10), each after a doubling backoff."""
+    return Field(2, ge=0, le=10, description=description)
+
+
+def retry_backoff_field(description: str) -> Any:
+    """The wait before the first retry of `retries_field` (0.25 s), doubled for each next one."""
+    return Field(0.25, ge=0, description=description)
+
+
 class RagrailSettings(BaseSettings):
     """Base of every settings class: environment, then the YAML section named `service_name`."""
 
@@ -106,7 +122,7 @@ class ServerSettings(RagrailSettings):
 
 
 class ServiceSettings(ServerSettings):
-    """Settings every gRPC service has. Subclasses set `service_name` and the env prefix."""
+    """Settings every gRPC service has. A service's class derives from `of(service)`."""
 
     port: int = port_field(0)
     metrics_port: int = metrics_port_field(0)
@@ -120,6 +136,22 @@ class ServiceSettings(ServerSettings):
     workers: int = Field(
         2, ge=1, le=64, description="Threads running blocking model or database work."
     )
+
+    @classmethod
+    def of(cls, service: str) -> type[Self]:
+        """`cls` as `service`'s settings: its `service_name` (the YAML section), the
+        RAGRAIL_<SERVICE>_ env prefix and its DEFAULT_PORTS as the port defaults."""
+        default_port, default_metrics_port = DEFAULT_PORTS[service]
+
+        class Service(cls):  # type: ignore[valid-type, misc]
+            service_name: ClassVar[str] = service
+            model_config = service_config(service)
+
+            port: int = port_field(default_port)
+            metrics_port: int = metrics_port_field(default_metrics_port)
+
+        Service.__name__ = Service.__qualname__ = f"{cls.__name__}.of({service!r})"
+        return Service
 
 
 def service_config(name: str) -> SettingsConfigDict:

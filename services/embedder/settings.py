@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from shared.errors import FailedPrecondition
-from shared.models.remote import RemoteServerSettings
+from shared.models.remote import RemoteServerSettings, remote_batch_size_field
 from shared.models.settings import DEFAULT_BACKEND, EmbedderBackend, ModelServiceSettings
-from shared.settings import DEFAULT_PORTS, metrics_port_field, port_field, service_config
 
 
-class EmbedderSettings(ModelServiceSettings, RemoteServerSettings):
-    service_name: ClassVar[str] = "embedder"
-    model_config = service_config("embedder")
-
+class EmbedderSettings(ModelServiceSettings.of("embedder"), RemoteServerSettings):
     backend: EmbedderBackend = Field(
         DEFAULT_BACKEND,
         description="Model runtime: sentence-transformers (PyTorch), onnx (onnxruntime on CPU, "
         "on the model directory's `onnx_file`), or openai: any /v1/embeddings server (NIM, "
         "vLLM, TEI, infinity, Ollama, llama.cpp's server) at RAGRAIL_EMBEDDER_REMOTE_URL.",
     )
-
-    port: int = port_field(DEFAULT_PORTS["embedder"][0])
-    metrics_port: int = metrics_port_field(DEFAULT_PORTS["embedder"][1])
     model: str = Field(
         "",
         description="Path to a sentence-transformers model directory, or for the onnx backend "
@@ -44,12 +37,9 @@ class EmbedderSettings(ModelServiceSettings, RemoteServerSettings):
         0, ge=0, description="Intra-op threads for PyTorch or onnxruntime; 0 uses all cores."
     )
     # The openai backend's own; RemoteServerSettings holds the URL, model, key and retries.
-    remote_batch_size: int = Field(
-        64,
-        ge=1,
-        le=4096,
-        description="openai backend: most texts in one request to the server; larger batches "
-        "are split (NIM's embedders take up to 50 or 128 per request, depending on the model).",
+    remote_batch_size: int = remote_batch_size_field(
+        "openai backend: most texts in one request to the server; larger batches are split "
+        "(NIM's embedders take up to 50 or 128 per request, depending on the model)."
     )
     remote_concurrency: int = Field(
         2,

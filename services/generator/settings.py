@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from shared.models.remote import RemoteServerSettings
 from shared.settings import (
-    DEFAULT_PORTS,
     ServiceSettings,
-    metrics_port_field,
-    port_field,
-    service_config,
+    retries_field,
+    retry_backoff_field,
+    timeout_field,
 )
 
 # The keys of backends.ENGINES (tests/generator/test_validation.py checks that they agree).
 EngineName = Literal["llamacpp", "torch", "triton", "openai"]
 
 
-class GeneratorSettings(ServiceSettings, RemoteServerSettings):
-    service_name: ClassVar[str] = "generator"
-    model_config = service_config("generator")
-
-    port: int = port_field(DEFAULT_PORTS["generator"][0])
-    metrics_port: int = metrics_port_field(DEFAULT_PORTS["generator"][1])
+class GeneratorSettings(ServiceSettings.of("generator"), RemoteServerSettings):
     engine: EngineName = Field(
         "llamacpp",
         description="Inference engine (services/generator/backends): llamacpp (llama-cpp-python "
@@ -158,11 +152,10 @@ class GeneratorSettings(ServiceSettings, RemoteServerSettings):
         description="triton only: the model name in Triton's repository; empty is the "
         "protocol's usual name (tensorrt_llm for llmapi, ensemble for ensemble).",
     )
-    triton_timeout_s: float = Field(
+    triton_timeout_s: float = timeout_field(
         10.0,
-        gt=0,
-        description="triton only: limit for a connection attempt and for reading the model's "
-        "metadata; a request's own deadline bounds the answer.",
+        "triton only: limit for a connection attempt and for reading the model's metadata; a "
+        "request's own deadline bounds the answer.",
     )
     triton_max_request_s: float = Field(
         600.0,
@@ -170,15 +163,12 @@ class GeneratorSettings(ServiceSettings, RemoteServerSettings):
         description="triton only: longest answer when the client sets no deadline (the stream "
         "to Triton is cancelled then); 0 is no limit.",
     )
-    triton_retries: int = Field(
-        2,
-        ge=0,
-        le=10,
-        description="triton only: retries of a request Triton could not be reached for, only "
-        "before it produced a token, with a doubling backoff, within the deadline.",
+    triton_retries: int = retries_field(
+        "triton only: retries of a request Triton could not be reached for, only before it "
+        "produced a token, with a doubling backoff, within the deadline."
     )
-    triton_retry_backoff_s: float = Field(
-        0.25, ge=0, description="triton only: wait before the first retry; doubles each retry."
+    triton_retry_backoff_s: float = retry_backoff_field(
+        "triton only: wait before the first retry; doubles each retry."
     )
 
     @model_validator(mode="after")

@@ -4,27 +4,16 @@ section. What the rails do is the NeMo Guardrails config directory (config/confi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from shared.settings import (
-    DEFAULT_PORTS,
-    ServiceSettings,
-    metrics_port_field,
-    port_field,
-    service_config,
-)
+from shared.settings import ServiceSettings
 
 PACKAGED_CONFIG = Path(__file__).resolve().parent / "config"
 
 
-class GuardrailsSettings(ServiceSettings):
-    service_name: ClassVar[str] = "guardrails"
-    model_config = service_config("guardrails")
-
-    port: int = port_field(DEFAULT_PORTS["guardrails"][0])
-    metrics_port: int = metrics_port_field(DEFAULT_PORTS["guardrails"][1])
+class GuardrailsSettings(ServiceSettings.of("guardrails")):
     config_dir: str = Field(
         "",
         description="NeMo Guardrails configuration directory (config.yml, prompts.yml, Colang "

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from shared.models.remote import RemoteServerSettings
+from shared.models.remote import RemoteServerSettings, remote_batch_size_field
 from shared.models.settings import (
     DEFAULT_BACKEND,
     REMOTE_BACKENDS,
@@ -15,13 +15,9 @@ from shared.models.settings import (
     ModelServiceSettings,
     RerankerBackend,
 )
-from shared.settings import DEFAULT_PORTS, metrics_port_field, port_field, service_config
 
 
-class RerankerSettings(ModelServiceSettings, RemoteServerSettings):
-    service_name: ClassVar[str] = "reranker"
-    model_config = service_config("reranker")
-
+class RerankerSettings(ModelServiceSettings.of("reranker"), RemoteServerSettings):
     backend: RerankerBackend = Field(
         DEFAULT_BACKEND,
         description="Model runtime: sentence-transformers (PyTorch), onnx (onnxruntime on CPU, "
@@ -29,9 +25,6 @@ class RerankerSettings(ModelServiceSettings, RemoteServerSettings):
         "RAGRAIL_RERANKER_REMOTE_URL: rerank (POST {url}/rerank: TEI, infinity, Cohere, vLLM, "
         "llama.cpp's server) or nim (POST {url}/ranking: NVIDIA NIM, url ending in /v1).",
     )
-
-    port: int = port_field(DEFAULT_PORTS["reranker"][0])
-    metrics_port: int = metrics_port_field(DEFAULT_PORTS["reranker"][1])
     model: str = Field(
         "",
         description="Path to a cross-encoder model directory; empty loads the newest model "
@@ -50,12 +43,9 @@ class RerankerSettings(ModelServiceSettings, RemoteServerSettings):
     )
     max_passages: int = Field(1000, ge=1, description="Most passages accepted in one request.")
     # The remote backends' own; RemoteServerSettings holds the URL, model, key and retries.
-    remote_batch_size: int = Field(
-        64,
-        ge=1,
-        le=4096,
-        description="rerank and nim backends: most passages in one request to the server; "
-        "more are split into several (each passage is scored on its own).",
+    remote_batch_size: int = remote_batch_size_field(
+        "rerank and nim backends: most passages in one request to the server; more are split "
+        "into several (each passage is scored on its own)."
     )
     remote_documents_field: Literal["documents", "texts"] = Field(
         "documents",

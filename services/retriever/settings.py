@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from shared.settings import (
-    DEFAULT_PORTS,
-    ServiceSettings,
-    metrics_port_field,
-    port_field,
-    service_config,
-)
+from shared.settings import ServiceSettings, timeout_field
 
 
-class RetrieverSettings(ServiceSettings):
-    service_name: ClassVar[str] = "retriever"
-    model_config = service_config("retriever")
-
-    port: int = port_field(DEFAULT_PORTS["retriever"][0])
-    metrics_port: int = metrics_port_field(DEFAULT_PORTS["retriever"][1])
+class RetrieverSettings(ServiceSettings.of("retriever")):
     backend: Literal["milvus", "faiss"] = Field(
         "milvus",
         description="Vector store implementation (services/retriever/backends): milvus (Milvus "
@@ -32,7 +21,7 @@ class RetrieverSettings(ServiceSettings):
     )
     milvus_token: str = Field("", description="user:password or API key for a Milvus server.")
     milvus_db_name: str = Field("", description="Milvus database; empty uses the default one.")
-    milvus_timeout_s: float = Field(10.0, gt=0, description="Deadline of each call to Milvus.")
+    milvus_timeout_s: float = timeout_field(10.0, "Deadline of each call to Milvus.")
     milvus_index_type: Literal["AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT"] = Field(
         "AUTOINDEX",
         description="Dense index Milvus builds for new collections: AUTOINDEX, FLAT (exact), "

@@ -37,6 +37,7 @@ from shared.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from shared.settings import retries_field, retry_backoff_field, timeout_field
 
 T = TypeVar("T")
 
@@ -69,21 +70,22 @@ class RemoteServerSettings(BaseModel):
         description="Extra HTTP headers for every request, as JSON in the environment, e.g. "
         '{"NVCF-FUNCTION-ID": "..."}; values are never logged.',
     )
-    remote_timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="Limit for connecting and for each request without a deadline of its own.",
+    remote_timeout_s: float = timeout_field(
+        30.0, "Limit for connecting and for each request without a deadline of its own."
     )
-    remote_retries: int = Field(
-        2,
-        ge=0,
-        le=10,
-        description="Retries of a request the server could not be reached for or answered with "
-        "a 5xx/429, only where repeating it is safe, within the request's deadline.",
+    remote_retries: int = retries_field(
+        "Retries of a request the server could not be reached for or answered with a 5xx/429, "
+        "only where repeating it is safe, within the request's deadline."
     )
-    remote_retry_backoff_s: float = Field(
-        0.25, ge=0, description="Wait before the first retry; doubles on each one."
+    remote_retry_backoff_s: float = retry_backoff_field(
+        "Wait before the first retry; doubles on each one."
     )
+
+
+def remote_batch_size_field(description: str) -> Any:
+    """`remote_batch_size` of a backend that splits a call's inputs into requests to the
+    server (the embedder's texts, the reranker's passages): 64, at most 4096."""
+    return Field(64, ge=1, le=4096, description=description)
 
 
 class RemoteServer:
