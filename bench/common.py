@@ -11,8 +11,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,3 +137,54 @@ def suite_supervisor(env: dict[str, str] | None = None, *, restart: bool = False
             loop.close()
             os.environ.clear()
             os.environ.update(saved)
+
+
+@dataclass
+class StreamedChat:
+    """One streamed chat completion, timed: perf_counter seconds at the request, the first
+    content token (None when none came) and the end; the content, the chunk that finished it
+    and the usage chunk's figures."""
+
+    start: float
+    first: float | None
+    end: float
+    content: str
+    final: dict
+    usage: dict
+
+    @property
+    def ttft_ms(self) -> float:
+        return ((self.first or self.end) - self.start) * 1000
+
+    @property
+    def total_ms(self) -> float:
+        return (self.end - self.start) * 1000
+
+
+def stream_chat(
+    client: Any, question: str, collection: str, max_tokens: int, **options: Any
+) -> StreamedChat:
+    """Asks the gateway one question as a streamed chat on `collection` (temperature 0,
+    `options` passed on) and times it."""
+    start = time.perf_counter()
+    first = None
+    parts: list[str] = []
+    final: dict = {}
+    usage: dict = {}
+    for chunk in client.chat_stream(
+        [{"role": "user", "content": question}],
+        collection=collection,
+        max_tokens=max_tokens,
+        temperature=0,
+        **options,
+    ):
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        choice = chunk["choices"][0] if chunk.get("choices") else {}
+        text = choice.get("delta", {}).get("content")
+        if text:
+            first = first or time.perf_counter()
+            parts.append(text)
+        if choice.get("finish_reason"):
+            final = chunk
+    return StreamedChat(start, first, time.perf_counter(), "".join(parts), final, usage)

@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from bench.common import SHARED_DATA, load_beir, percentiles, running_suite
+from bench.common import SHARED_DATA, load_beir, percentiles, running_suite, stream_chat
 from bench.retrieval import COLLECTION, ingest
 from ragrail.client import GatewayClient
 
@@ -51,26 +51,8 @@ def subset(corpus: dict, qrels: dict, qids: list[str], size: int, seed: int) -> 
 
 
 def one_chat(client: GatewayClient, question: str, max_tokens: int) -> dict:
-    start = time.perf_counter()
-    first = None
-    final: dict = {}
-    for chunk in client.chat_stream(
-        [{"role": "user", "content": question}],
-        collection=COLLECTION,
-        max_tokens=max_tokens,
-        temperature=0,
-    ):
-        choice = chunk["choices"][0] if chunk.get("choices") else {}
-        if first is None and choice.get("delta", {}).get("content"):
-            first = time.perf_counter()
-        if choice.get("finish_reason"):
-            final = chunk
-    end = time.perf_counter()
-    return {
-        "total": (end - start) * 1000,
-        "ttft": ((first or end) - start) * 1000,
-        "timings": final.get("timings", {}),
-    }
+    chat = stream_chat(client, question, COLLECTION, max_tokens)
+    return {"total": chat.total_ms, "ttft": chat.ttft_ms, "timings": chat.final.get("timings", {})}
 
 
 def chat_load(url: str, questions: list[str], clients: int, max_tokens: int) -> dict:

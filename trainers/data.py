@@ -3,13 +3,14 @@ and the packaged MiniLM base model."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import hashlib
 import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -352,6 +353,25 @@ def add_beir_training_arguments(parser: Any, role: str) -> None:
     parser.add_argument("--eval-split", default="test", help="qrels split to evaluate on.")
 
 
+def beir_training_parser(role: str, description: str) -> argparse.ArgumentParser:
+    """The command line of `python -m trainers.<role>` fine-tuning on BEIR data, its
+    arguments begun with add_beir_training_arguments."""
+    parser = argparse.ArgumentParser(prog=f"python -m trainers.{role}", description=description)
+    add_beir_training_arguments(parser, role)
+    return parser
+
+
+def add_bf16_argument(parser: Any, trained: str, fp32: str) -> None:
+    """--bf16: `trained` ("Train ...") runs under bf16 autocast, `fp32` stays in fp32."""
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help=f"{trained} under bf16 autocast (faster where the CPU has bf16 instructions, e.g. "
+        f"AVX-512 BF16 or AMX; {fp32} stay fp32).",
+    )
+
+
 def add_early_stopping_arguments(parser: Any, patience: int, held_rows: int, rows: str) -> None:
     """--patience, --eval-every and --held-rows (`rows`: what a held-out row is)."""
     parser.add_argument(
@@ -399,6 +419,38 @@ def library_versions(
         "python": platform.python_version(),
         **{name: importlib.import_module(name).__version__ for name in libraries},
     }
+
+
+def card_facts(manifest: dict, rows: dict[str, Any]) -> str:
+    """A model card's table of facts: the manifest's base and method, `rows`, then when the
+    model was created."""
+    facts = {
+        "base": manifest["base"],
+        "method": manifest["method"],
+        **rows,
+        "created": manifest["created_at"],
+    }
+    return "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in facts.items())
+
+
+def shuffled_steps(n: int, args: Any, desc: str, losses: list[float]) -> Iterator[list[int]]:
+    """The rows of each training step: every one of `args.epochs` epochs a permutation of the
+    n rows (seeded by `args.seed`) cut into batches of `args.batch_size`. The caller appends
+    each step's loss to `losses`; a progress bar on stderr counts the steps and shows it."""
+    import sys
+
+    import torch
+    from tqdm import tqdm
+
+    order = torch.Generator().manual_seed(args.seed)
+    total = math.ceil(n / args.batch_size) * args.epochs
+    with tqdm(total=total, desc=desc, unit="step", file=sys.stderr) as bar:
+        for _ in range(args.epochs):
+            rows = torch.randperm(n, generator=order).tolist()
+            for start in range(0, n, args.batch_size):
+                yield rows[start : start + args.batch_size]
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+                bar.update()
 
 
 def write_outputs(out: Path, metrics: dict, manifest: dict, card: str) -> None:

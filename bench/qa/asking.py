@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from bench.common import stream_chat
 from ragrail.client import GatewayClient
 from shared.text import sentence_spans
 from shared.text.qa_metrics import best, token_f1
@@ -22,30 +23,10 @@ ABSTAINS = re.compile(
 
 
 def ask(client: GatewayClient, question: str, collection: str, body: dict, max_tokens: int) -> dict:
-    start = time.perf_counter()
-    first = None
-    parts: list[str] = []
-    final: dict = {}
-    usage: dict = {}
-    for chunk in client.chat_stream(
-        [{"role": "user", "content": question}],
-        collection=collection,
-        max_tokens=max_tokens,
-        temperature=0,
-        stream_options={"include_usage": True},
-        **body,
-    ):
-        if chunk.get("usage"):
-            usage = chunk["usage"]
-        choice = chunk["choices"][0] if chunk.get("choices") else {}
-        text = choice.get("delta", {}).get("content")
-        if text:
-            first = first or time.perf_counter()
-            parts.append(text)
-        if choice.get("finish_reason"):
-            final = chunk
-    end = time.perf_counter()
-    content = "".join(parts)
+    chat = stream_chat(
+        client, question, collection, max_tokens, stream_options={"include_usage": True}, **body
+    )
+    content, final = chat.content, chat.final
     answer = final.get("answer") or {}
     abstained = answer["abstained"] if "abstained" in answer else bool(ABSTAINS.search(content))
     return {
@@ -58,9 +39,9 @@ def ask(client: GatewayClient, question: str, collection: str, body: dict, max_t
             {"document_id": c["document_id"], "cited": c["cited"], "index": c["index"]}
             for c in final.get("citations", [])
         ],
-        "prompt_tokens": usage.get("prompt_tokens", 0),
-        "ttft_ms": ((first or end) - start) * 1000,
-        "total_ms": (end - start) * 1000,
+        "prompt_tokens": chat.usage.get("prompt_tokens", 0),
+        "ttft_ms": chat.ttft_ms,
+        "total_ms": chat.total_ms,
         "finish_reason": (final.get("choices") or [{}])[0].get("finish_reason"),
         "warnings": final.get("warnings", []),
     }

@@ -221,17 +221,12 @@ def model_card(manifest: dict) -> str:
         f"{p['max_length']}, scale {p['scale']}, seed {p['seed']}"
     )
     before, after = m["before"], m["after"]
+    facts = common.card_facts(manifest, {"data": data, "training": training})
     return f"""# {manifest["name"]} / {manifest["version"]}
 
 A sentence embedder (384-d, cosine) fine-tuned for retrieval by `python -m trainers.embedder`.
 
-| | |
-| --- | --- |
-| base | {manifest["base"]} |
-| method | {manifest["method"]} |
-| data | {data} |
-| training | {training} |
-| created | {manifest["created_at"]} |
+{facts}
 
 ## Evaluation
 
@@ -367,11 +362,9 @@ def train(args: argparse.Namespace) -> Path:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainers.embedder",
-        description="Fine-tune the MiniLM embedder on BEIR data with in-batch and hard negatives.",
+    parser = common.beir_training_parser(
+        "embedder", "Fine-tune the MiniLM embedder on BEIR data with in-batch and hard negatives."
     )
-    common.add_beir_training_arguments(parser, "embedder")
     parser.add_argument("--resume", action="store_true", help="Go on from out/checkpoint/.")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)

@@ -235,6 +235,12 @@ def write(splits: dict[str, list[dict[str, Any]]], out: Path, args: argparse.Nam
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
+def report_counts(out: Path) -> int:
+    """Prints the counts of a built dataset's manifest.json; the builder's exit status."""
+    print(json.dumps(json.loads((out / "manifest.json").read_text())["counts"]))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Build the RAG-grounding chat dataset.")
     p.add_argument("--scifact", default="../shared/data/scifact", help="BEIR SciFact folder")
@@ -250,10 +256,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    splits = build(args)
-    write(splits, args.out, args)
-    print(json.dumps(json.loads((args.out / "manifest.json").read_text())["counts"]))
-    return 0
+    write(build(args), args.out, args)
+    return report_counts(args.out)
 
 
 if __name__ == "__main__":

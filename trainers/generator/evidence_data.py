@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.text import sentence_around, sentence_spans, words
-from trainers.generator.data import files_sha256, heldout, write_jsonl
+from trainers.generator.data import files_sha256, heldout, report_counts, write_jsonl
 
 # The gateway's default chat_evidence_system_prompt and chat_abstention (a test keeps them
 # equal): the model learns the prompt it will be served.
@@ -234,10 +234,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    splits = build(args)
-    write(splits, args)
-    print(json.dumps(json.loads((args.out / "manifest.json").read_text())["counts"]))
-    return 0
+    write(build(args), args)
+    return report_counts(args.out)
 
 
 if __name__ == "__main__":

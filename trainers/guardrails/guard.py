@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.data import StageTimes, add_early_stopping_arguments
+from trainers.data import StageTimes, add_bf16_argument, add_early_stopping_arguments
 from trainers.guardrails.guard_data import CATEGORIES, SHIPPED, Budget, build
 from trainers.guardrails.guard_fit import bottom_states, train_heads
 from trainers.guardrails.guard_thresholds import DOCUMENT_FPR, choose_thresholds
@@ -340,13 +340,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--head-lr", type=float, default=2.8e-3)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--category-weight", type=float, default=0.5)
-    parser.add_argument(
-        "--bf16",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Train the top layers under bf16 autocast (faster where the CPU has bf16 "
-        "instructions, e.g. AVX-512 BF16 or AMX; the held-out loss and export stay fp32).",
-    )
+    add_bf16_argument(parser, "Train the top layers", "the held-out loss and export")
     add_early_stopping_arguments(parser, patience=2, held_rows=2048, rows="rows")
     parser.add_argument("--per-source", type=int, default=0, help="Most rows per source (0: all).")
     for flag, what in (

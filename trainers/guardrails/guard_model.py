@@ -220,64 +220,66 @@ class GuardModel(nn.Module):
             x = layer(x, bias)
         return self.heads(x, attention_mask)
 
-    def embedding(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def base_hidden(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The packaged MiniLM's last_hidden_state from bottom states (its own top layers)."""
         bias = mask_bias(attention_mask)
         x = states
         for layer in self.base_top:
             x = layer(x, bias)
-        return nn.functional.normalize(masked_mean(x, attention_mask), dim=-1)
+        return x
+
+    def embedding(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.base_hidden(states, attention_mask)
+        return nn.functional.normalize(masked_mean(hidden, attention_mask), dim=-1)
 
     def trainable(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
 
 
-class Bottom(nn.Module):
+class Exported(nn.Module):
+    """Export wrapper: tokens through the model's frozen bottom, then the wrapper's `outputs`
+    of those states."""
+
+    def __init__(self, model: GuardModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> Any:
+        states = self.model.bottom_states(input_ids, attention_mask, token_type_ids)
+        return self.outputs(states, attention_mask)
+
+    def outputs(self, states: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+
+class Bottom(Exported):
     """Export wrapper: the frozen bottom alone (its INT8 ONNX computes the cached states)."""
 
-    def __init__(self, model: GuardModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-    ) -> torch.Tensor:
-        return self.model.bottom_states(input_ids, attention_mask, token_type_ids)
+    def outputs(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return states
 
 
-class Served(nn.Module):
+class Served(Exported):
     """Export wrapper: what the service runs, tokens to (embedding, logits)."""
 
-    def __init__(self, model: GuardModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    def outputs(
+        self, states: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        states = self.model.bottom_states(input_ids, attention_mask, token_type_ids)
         return (
             self.model.embedding(states, attention_mask),
             self.model.guard_logits(states, attention_mask),
         )
 
 
-class BaseHidden(nn.Module):
+class BaseHidden(Exported):
     """Export wrapper: the packaged MiniLM alone, tokens to last_hidden_state (pooled by the
     model layer's OnnxEncoder, as the embedder's ONNX export): the sentence encoder of the
     groundedness rail, which embeds many context windows and needs no guard logits."""
 
-    def __init__(self, model: GuardModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-    ) -> torch.Tensor:
-        x = self.model.bottom_states(input_ids, attention_mask, token_type_ids)
-        bias = mask_bias(attention_mask)
-        for layer in self.model.base_top:
-            x = layer(x, bias)
-        return x
+    def outputs(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model.base_hidden(states, attention_mask)
 
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -37,7 +37,6 @@ README.md model card. The ONNX files are the same bytes for the same model and a
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from trainers.data import (
     output_dir,
     read_texts,
 )
+from trainers.quantize.common import add_variant_argument, exit_status, quantize_parser
 from trainers.quantize.embedder_card import model_card
 from trainers.quantize.embedder_model import export_onnx, load_model
 from trainers.quantize.embedder_quality import Embed, cosine_stats, one_by_one, retrieval_ndcg
@@ -197,10 +197,10 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainers.quantize embedder",
-        description="Export a sentence-transformers embedder to ONNX, quantize it to INT8 with "
-        "onnxruntime, check its cosine to PyTorch FP32 and measure texts/s.",
+    parser = quantize_parser(
+        "embedder",
+        "Export a sentence-transformers embedder to ONNX, quantize it to INT8 with onnxruntime, "
+        "check its cosine to PyTorch FP32 and measure texts/s.",
     )
     parser.add_argument(
         "--model", default="", help="sentence-transformers directory (default: packaged MiniLM)."
@@ -208,12 +208,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_output_arguments(parser, "models/embedder/<name>/<version>/", "minilm-onnx")
     qtools.add_timing_arguments(parser)
     parser.add_argument("--mode", choices=("dynamic", "static"), default="dynamic")
-    parser.add_argument(
-        "--variant",
-        choices=("auto", *VARIANTS),
-        default=DEFAULT_VARIANT,
-        help="Dynamic quantization variant; auto measures each and keeps the fastest that "
-        "passes --min-cosine (default: %(default)s).",
+    add_variant_argument(
+        parser,
+        ("auto", *VARIANTS),
+        "Dynamic quantization variant; auto measures each and keeps the fastest that passes "
+        "--min-cosine (default: %(default)s).",
     )
     parser.add_argument(
         "--calibration",
@@ -270,11 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _, metrics = quantize(args)
     worst = metrics["cosine_vs_torch_fp32"]["onnx_int8"]["min"]
-    if worst < args.min_cosine:
-        print(
-            f"INT8 fails its check: min cosine to PyTorch FP32 {worst} < --min-cosine "
-            f"{args.min_cosine}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return exit_status(
+        worst < args.min_cosine,
+        f"min cosine to PyTorch FP32 {worst} < --min-cosine {args.min_cosine}",
+    )

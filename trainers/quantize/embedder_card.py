@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from shared.models import quantize as qtools
-from shared.models.quantize import FP32_FILE, ONNX_OPSET
+from shared.models.quantize import FP32_FILE
+from trainers.data import card_facts
+from trainers.quantize.common import onnx_line
 from trainers.quantize.embedder_model import ONNX_OUTPUT
 from trainers.quantize.texts import ONE_WORD_TEXTS, SHORT_TEXTS
 
@@ -43,24 +45,21 @@ is the fastest with minimum cosine ≥ {manifest["params"]["min_cosine"]}):
     files, quantization = qtools.card_lines(
         manifest, "tokenizer and sentence-transformers configuration"
     )
-    onnx = (
-        f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output "
-        f"{ONNX_OUTPUT} (batch and sequence dynamic)"
+    facts = card_facts(
+        manifest,
+        {
+            "files": files,
+            "ONNX": onnx_line(manifest, f"{ONNX_OUTPUT} (batch and sequence dynamic)"),
+            "quantization": quantization,
+            "pooling": f"{m['pooling']}, L2-normalised, max {m['max_seq_length']} tokens",
+        },
     )
     return f"""# {manifest["name"]} / {manifest["version"]}
 
 An ONNX export of a sentence-transformers embedder with an INT8 copy for CPU inference, for
 the embedder service's onnx backend. Written by `python -m trainers.quantize embedder`.
 
-| | |
-| --- | --- |
-| base | {manifest["base"]} |
-| method | {manifest["method"]} |
-| files | {files} |
-| ONNX | {onnx} |
-| quantization | {quantization} |
-| pooling | {m["pooling"]}, L2-normalised, max {m["max_seq_length"]} tokens |
-| created | {manifest["created_at"]} |
+{facts}
 
 ## Measured
 

@@ -34,7 +34,6 @@ arguments give the same ONNX bytes and the same pairs.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -43,8 +42,9 @@ import numpy as np
 
 from shared.models import quantize as qtools
 from shared.models.cross_encoder import OnnxCrossEncoder, TorchCrossEncoder
-from shared.models.quantize import DEFAULT_VARIANT, FP32_FILE, INT8_FILE, VARIANTS
+from shared.models.quantize import FP32_FILE, INT8_FILE
 from trainers.data import Beir, add_output_arguments, output_dir
+from trainers.quantize.common import add_variant_argument, exit_status, quantize_parser
 from trainers.quantize.reranker_card import model_card
 from trainers.quantize.reranker_model import fp32_onnx, load_cross_encoder, source_manifest
 from trainers.quantize.reranker_pairs import bench_pairs, load_eval, pair_length, sample_pairs
@@ -197,10 +197,10 @@ def quantize(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainers.quantize reranker",
-        description="Quantize a cross-encoder reranker (trainers.reranker output) to INT8 with "
-        "onnxruntime, compare its scores and nDCG@10 with PyTorch FP32 and measure pairs/s.",
+    parser = quantize_parser(
+        "reranker",
+        "Quantize a cross-encoder reranker (trainers.reranker output) to INT8 with onnxruntime, "
+        "compare its scores and nDCG@10 with PyTorch FP32 and measure pairs/s.",
     )
     parser.add_argument(
         "--model", required=True, help="Cross-encoder directory written by trainers.reranker."
@@ -215,12 +215,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--export", action="store_true", help="Export model.onnx even when the model has one."
     )
-    parser.add_argument(
-        "--variant",
-        choices=tuple(VARIANTS),
-        default=DEFAULT_VARIANT,
-        help="Dynamic quantization variant, as the embedder's (default: %(default)s).",
-    )
+    add_variant_argument(parser)
     parser.add_argument(
         "--data",
         type=Path,
@@ -260,11 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _, metrics = quantize(args)
     worst = metrics["score_diff_vs_torch_fp32"]["onnx_int8"]["max_abs"]
-    if worst > args.max_score_diff:
-        print(
-            f"INT8 fails its check: scores differ from PyTorch FP32 by up to {worst} > "
-            f"--max-score-diff {args.max_score_diff}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return exit_status(
+        worst > args.max_score_diff,
+        f"scores differ from PyTorch FP32 by up to {worst} > --max-score-diff "
+        f"{args.max_score_diff}",
+    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.models import quantize as qtools
-from shared.models.quantize import FP32_FILE, INT8_FILE, ONNX_OPSET
+from shared.models.quantize import FP32_FILE, INT8_FILE
+from trainers.quantize.common import onnx_line
 
 
 def model_card(manifest: dict[str, Any]) -> str:
@@ -34,10 +35,7 @@ INT8 scores of those pairs differ from PyTorch's by at most {d["max_abs"]:.4f} (
     files, quantization = qtools.card_lines(
         manifest, "tokenizer, configuration and PyTorch weights"
     )
-    onnx = (
-        f"opset {ONNX_OPSET}, inputs {', '.join(manifest['onnx']['inputs'])}, output logits "
-        f"(batch, 1); {manifest['onnx']['source']}"
-    )
+    onnx = onnx_line(manifest, f"logits (batch, 1); {manifest['onnx']['source']}")
     return f"""# {manifest["name"]} / {manifest["version"]}
 
 An INT8 copy of a cross-encoder reranker for CPU inference with the reranker service's onnx

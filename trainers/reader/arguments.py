@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainers.data import add_early_stopping_arguments
+from trainers.data import add_bf16_argument, add_early_stopping_arguments
 from trainers.reader.examples import SHIPPED
 from trainers.reader.splits import DEV_ARTICLES
 
@@ -83,13 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Batches of windows of similar length (less padding, faster).",
     )
-    parser.add_argument(
-        "--bf16",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Train under bf16 autocast (faster where the CPU has bf16 instructions, e.g. "
-        "AVX-512 BF16 or AMX; evaluation and export stay fp32).",
-    )
+    add_bf16_argument(parser, "Train", "evaluation and export")
     add_early_stopping_arguments(parser, patience=0, held_rows=300, rows="questions")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="Steps (0: none).")
     parser.add_argument("--resume", action="store_true", help="From <out>/checkpoint.pt.")

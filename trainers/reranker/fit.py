@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from typing import Any
 
@@ -53,7 +52,6 @@ def fit(model: Any, groups: list[Group], args: argparse.Namespace) -> dict:
         BinaryCrossEntropyLoss,
         MultipleNegativesRankingLoss,
     )
-    from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
 
     if args.loss == "listwise":
@@ -92,20 +90,12 @@ def fit(model: Any, groups: list[Group], args: argparse.Namespace) -> dict:
         weight_decay=0.01,
     )
     scheduler = get_linear_schedule_with_warmup(optimizer, int(total * args.warmup_ratio), total)
-    order = torch.Generator().manual_seed(args.seed)
     losses: list[float] = []
     started = time.perf_counter()
     model.train()
-    with tqdm(total=total, desc="train", unit="step", file=sys.stderr) as bar:
-        for _ in range(args.epochs):
-            permutation = torch.randperm(len(examples), generator=order).tolist()
-            for start in range(0, len(examples), args.batch_size):
-                loss = batch_loss(
-                    [examples[i] for i in permutation[start : start + args.batch_size]]
-                )
-                losses.append(common.optimizer_step(loss, model, optimizer, scheduler))
-                bar.set_postfix(loss=f"{losses[-1]:.4f}")
-                bar.update()
+    for batch in common.shuffled_steps(len(examples), args, "train", losses):
+        loss = batch_loss([examples[i] for i in batch])
+        losses.append(common.optimizer_step(loss, model, optimizer, scheduler))
     model.eval()
     return {
         "loss": args.loss,

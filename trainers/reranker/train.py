@@ -119,11 +119,9 @@ def train(args: argparse.Namespace) -> Path:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainers.reranker",
-        description="Fine-tune a cross-encoder reranker on BEIR data with BM25 hard negatives.",
+    parser = common.beir_training_parser(
+        "reranker", "Fine-tune a cross-encoder reranker on BEIR data with BM25 hard negatives."
     )
-    common.add_beir_training_arguments(parser, "reranker")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5, help="Peak learning rate.")

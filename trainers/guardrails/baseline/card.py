@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainers.data import card_facts
+
 
 def _point(p: dict[str, Any]) -> str:
     return (
@@ -39,22 +41,23 @@ def model_card(manifest: dict[str, Any]) -> str:
         )
     q = manifest["quantization"]
     oracle_row = f"best TPR with FPR ≤ {oracle_fpr(test)} if tuned on test (reference only)"
+    facts = card_facts(
+        manifest,
+        {
+            "data": data,
+            "training": training,
+            "files": "`model_int8.onnx` (served), `model.onnx` (FP32), tokenizer, `head.json`",
+            "quantization": f"{q['variant']}, weights {q['weight_type']}",
+            "max length": f"{m['max_length']} tokens",
+        },
+    )
     return f"""# {manifest["name"]} / {manifest["version"]}
 
 A prompt-injection classifier for the guardrails service: all-MiniLM-L6-v2's normalised
 mean-pooled embedding (INT8 ONNX) followed by a linear head; a text is flagged when its
 logit reaches the threshold in `head.json`. Written by `python -m trainers.guardrails.baseline`.
 
-| | |
-| --- | --- |
-| base | {manifest["base"]} |
-| method | {manifest["method"]} |
-| data | {data} |
-| training | {training} |
-| files | `model_int8.onnx` (served), `model.onnx` (FP32), tokenizer, `head.json` |
-| quantization | {q["variant"]}, weights {q["weight_type"]} |
-| max length | {m["max_length"]} tokens |
-| created | {manifest["created_at"]} |
+{facts}
 
 ## Threshold (chosen on train only)
 

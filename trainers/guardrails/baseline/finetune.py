@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from trainers.data import loss_summary
+from trainers.data import loss_summary, shuffled_steps
 from trainers.guardrails.baseline.head import LinearHead
 from trainers.guardrails.scoring import Labelled
 
@@ -24,7 +23,6 @@ def finetune(
     and the training statistics. `pos_weight` weighs each injection in the loss (default:
     benign rows per injection in `data`, which balances the classes)."""
     import torch
-    from tqdm import tqdm
     from transformers import get_linear_schedule_with_warmup
 
     dimension = model.get_embedding_dimension()
@@ -46,33 +44,22 @@ def finetune(
     positives = max(data.positives, 1)
     weight = (n - positives) / positives if pos_weight is None else pos_weight
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight))
-    order = torch.Generator().manual_seed(args.seed)
     losses: list[float] = []
     started = time.perf_counter()
     model.train()
-    with tqdm(total=total, desc="fine-tune", unit="step", file=sys.stderr) as bar:
-        for _ in range(args.epochs):
-            rows = torch.randperm(n, generator=order).tolist()
-            for start in range(0, n, args.batch_size):
-                batch = rows[start : start + args.batch_size]
-                features = model.tokenize([data.texts[i] for i in batch])
-                features = {
-                    k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()
-                }
-                vectors = model(features)["sentence_embedding"]
-                logits = head(vectors).squeeze(-1)
-                labels = torch.tensor(data.labels[batch].astype(np.float32))
-                loss = loss_fn(logits, labels)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(
-                    list(model.parameters()) + list(head.parameters()), 1.0
-                )
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                losses.append(float(loss.detach()))
-                bar.set_postfix(loss=f"{losses[-1]:.4f}")
-                bar.update()
+    for batch in shuffled_steps(n, args, "fine-tune", losses):
+        features = model.tokenize([data.texts[i] for i in batch])
+        features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
+        vectors = model(features)["sentence_embedding"]
+        logits = head(vectors).squeeze(-1)
+        labels = torch.tensor(data.labels[batch].astype(np.float32))
+        loss = loss_fn(logits, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(head.parameters()), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        losses.append(float(loss.detach()))
     model.eval()
     linear = LinearHead(
         head.weight.detach().numpy()[0].astype(np.float32), float(head.bias.detach()[0])

@@ -38,10 +38,8 @@ import numpy as np
 
 from shared.models.encoder import OnnxEncoder
 from shared.models.quantize import (
-    DEFAULT_VARIANT,
     FP32_FILE,
     INT8_FILE,
-    VARIANTS,
     copy_model_files,
     length_batches,
     quantize_dynamic_variant,
@@ -49,6 +47,7 @@ from shared.models.quantize import (
 )
 from shared.models.quantize import sha256 as file_sha256
 from trainers.data import (
+    add_output_arguments,
     base_model_name,
     base_model_path,
     library_versions,
@@ -69,6 +68,7 @@ from trainers.guardrails.scoring import (
     stratified_folds,
     threshold_at_fpr,
 )
+from trainers.quantize.common import add_variant_argument
 from trainers.quantize.embedder import export_onnx, load_model
 
 HEAD_FILE = "head.json"
@@ -406,14 +406,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--data", type=Path, required=True, help="Directory with train.jsonl and test.jsonl."
     )
-    parser.add_argument(
-        "--out", type=Path, help="Output directory (default: models/guardrails/<name>/<version>/)."
-    )
-    parser.add_argument(
-        "--name", default="", help="Model name (default: injection-minilm-<method>)."
-    )
-    parser.add_argument("--version", default="", help="Model version (default: UTC timestamp).")
-    parser.add_argument("--overwrite", action="store_true", help="Replace a model in --out.")
+    add_output_arguments(parser, "models/guardrails/<name>/<version>/", "injection-minilm-<method>")
     parser.add_argument("--base", default="", help="Base model dir (default: packaged MiniLM).")
     parser.add_argument(
         "--method",
@@ -456,12 +449,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-length", type=int, default=128, help="Tokens per text.")
-    parser.add_argument(
-        "--variant",
-        choices=tuple(VARIANTS),
-        default=DEFAULT_VARIANT,
-        help="INT8 quantization variant, as the embedder's (default: %(default)s).",
-    )
+    add_variant_argument(parser)
     parser.add_argument(
         "--benign-docs",
         type=Path,
