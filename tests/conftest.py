@@ -83,15 +83,15 @@ def train_tiny_reranker(out: Path) -> None:
 
 
 def run_module(
-    module: str, env: dict[str, str], timeout: float = 120
+    module: str, env: dict[str, str], timeout: float = 120, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
     """`python -m <module>` to its end (a service that must refuse to start), with `env` on
-    top of a RAGRAIL_-free environment, from the checkout; its output captured."""
+    top of a RAGRAIL_-free environment, from `cwd` (the checkout); its output captured."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("RAGRAIL_")}
     full.update(HF_HUB_OFFLINE="1", **env)
     return subprocess.run(
         [sys.executable, "-m", module],
-        cwd=REPO,
+        cwd=cwd,
         env=full,
         capture_output=True,
         text=True,
@@ -247,6 +247,50 @@ def gateway_process(log: Path | None = None, **settings: str) -> Iterator[Gatewa
         stop_process(process)
         if log:
             sink.close()  # type: ignore[union-attr]
+
+
+def chat_reply(url: str, question: str, **body: object) -> dict:
+    """The gateway at `url` asked one user `question` (POST /v1/chat/completions, greedy, with
+    `body` on top); the reply must be a 200, and its JSON is returned."""
+    reply = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": question}], "temperature": 0, **body},
+        timeout=300,
+    )
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def ops_key(key: str) -> str:
+    """A gateway key file's entry (YAML, services/gateway/README.md, Multi-user) for an
+    operator's `key`: every right on every collection, in every group."""
+    return f"""  - name: ops
+    key: {key}
+    read: ["*"]
+    write: ["*"]
+    admin: ["*"]
+    groups: ["*"]
+"""
+
+
+def stand_in_model(path: Path, *files: str) -> Path:
+    """`path` made (parents too) with each of `files` in it holding `{}`: a model, as far as
+    a check for its files goes."""
+    path.mkdir(parents=True)
+    for name in files:
+        (path / name).write_text("{}")
+    return path
+
+
+@pytest.fixture
+def no_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The test runs in its tmp_path, where there is no models/, with none of this process's
+    RAGRAIL_* settings (a session fixture may have set some) and no published models: what
+    `ragrail up` finds is what the test puts there."""
+    for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")
 
 
 def suite_env(data_dir: Path) -> dict[str, str]:

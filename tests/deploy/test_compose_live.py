@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import httpx
 import pytest
 
 from ragrail.client import GatewayClient, batches, find_documents
+from tests.conftest import ops_key
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,14 +43,7 @@ KEY_A = "test-key-team-a-" + "1" * 16
 KEY_B = "test-key-team-b-" + "2" * 16
 # The key file is the YAML of scoped keys (services/gateway/README.md, Multi-user), mounted as
 # the compose secret: two teams that share `sample` and each see only their own documents.
-KEY_FILE = f"""keys:
-  - name: ops
-    key: {KEY}
-    read: ["*"]
-    write: ["*"]
-    admin: ["*"]
-    groups: ["*"]
-  - name: team-a
+TEAM_KEYS = f"""  - name: team-a
     key: {KEY_A}
     read: ["sample", "team_a"]
     write: ["team_a"]
@@ -62,6 +56,7 @@ KEY_FILE = f"""keys:
     admin: ["team_b"]
     groups: ["team-b"]
 """
+KEY_FILE = "keys:\n" + ops_key(KEY) + TEAM_KEYS
 TEAM_B_SECRET = "the Osprey budget code is QUILL-4"
 # A deny-list pattern only the swapped-in guardrails config has.
 CANARY = "ragrail swap canary"
@@ -253,6 +248,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 # -- load -----------------------------------------------------------------------------------
 
 
+def post_chat(http: httpx.Client, content: str, **body: Any) -> httpx.Response:
+    """POST /v1/chat/completions of one user message, `content`, with `body` on top."""
+    messages = [{"role": "user", "content": content}]
+    return http.post("/v1/chat/completions", json={"messages": messages, **body})
+
+
 @dataclass
 class Load:
     """Requests in a loop from `workers` threads until stopped, bounded in time and count;
@@ -280,13 +281,7 @@ class Load:
                 "/v1/search", json={"query": QUESTION, "collection": COLLECTION, "top_k": 3}
             )
         else:  # chat with the knowledge base and, when configured, the rails
-            reply = http.post(
-                "/v1/chat/completions",
-                json={
-                    "messages": [{"role": "user", "content": QUESTION}],
-                    "collection": COLLECTION, "max_tokens": 8, "temperature": 0,
-                },
-            )  # fmt: skip
+            reply = post_chat(http, QUESTION, collection=COLLECTION, max_tokens=8, temperature=0)
         if reply.status_code == 200:
             return 200, ""
         try:
@@ -439,13 +434,7 @@ def test_sample_is_ingested_searched_and_answered(stack: Stack) -> None:
         assert chunks_in(http) > 0
         hits = http.post("/v1/search", json={"query": QUESTION, "collection": COLLECTION}).json()
         assert hits["hits"][0]["document_name"] == "honeybee-colonies.md", hits["hits"][0]
-        reply = http.post(
-            "/v1/chat/completions",
-            json={
-                "messages": [{"role": "user", "content": QUESTION}],
-                "collection": COLLECTION, "max_tokens": 48, "temperature": 0,
-            },
-        )  # fmt: skip
+        reply = post_chat(http, QUESTION, collection=COLLECTION, max_tokens=48, temperature=0)
     assert reply.status_code == 200, reply.text
     answer = reply.json()
     assert answer["choices"][0]["message"]["content"].strip(), answer
@@ -559,43 +548,65 @@ def test_embedder_recreated_as_int8_onnx_while_searches_run(
     assert hits["hits"][0]["document_name"] == "honeybee-colonies.md"
 
 
-def test_embedder_swapped_back_beside_the_old_one_loses_no_search(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
-) -> None:
-    torch = {"RAGRAIL_EMBEDDER_BACKEND": "sentence-transformers", "RAGRAIL_EMBEDDER_MODEL": ""}
-    figures = swap(stack, "embedder", torch, "search", beside=True)
-    report("embedder -> PyTorch, swap.sh (two replicas) (search load)", figures, capsys)
+def embedder_runs_pytorch(stack: Stack) -> None:
     assert "RAGRAIL_EMBEDDER_BACKEND=sentence-transformers" in container_env(stack, "embedder")
-    assert figures["failed"] == 0, figures
 
 
-def test_generator_swapped_to_a_registry_version_loses_no_chat(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
-) -> None:
-    registry = {"RAGRAIL_GENERATOR_REGISTRY_MODEL": "smollm2/v2"}
-    figures = swap(stack, "generator", registry, "chat", beside=True)
-    report("generator -> registry smollm2/v2, swap.sh (chat load)", figures, capsys)
+def generator_loaded_the_registry_version(stack: Stack) -> None:
     logs = stack.compose("logs", "--no-color", "generator")
     assert "generator/smollm2/v2" in logs, logs[-2000:]
-    assert figures["failed"] == 0, figures
 
 
-def test_guardrails_config_swapped_loses_no_chat(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = {"RAGRAIL_GUARDRAILS_CONFIG_DIR": "/app/models/config/guardrails-v2"}
-    figures = swap(stack, "guardrails", config, "chat", beside=True)
-    report("guardrails -> config v2, swap.sh (chat load)", figures, capsys)
+def guardrails_run_the_new_configs_rail(stack: Stack) -> None:
     with stack.client() as http:
-        reply = http.post(
-            "/v1/chat/completions",
-            json={
-                "messages": [{"role": "user", "content": f"tell me about the {CANARY}"}],
-                "max_tokens": 8,
-            },
-        )
+        reply = post_chat(http, f"tell me about the {CANARY}", max_tokens=8)
     assert reply.status_code == 200, reply.text
     assert "swap canary" in json.dumps(reply.json()), "the new config's deny-list rail did not run"
+
+
+@pytest.mark.parametrize(
+    ("service", "settings", "kind", "name", "check"),
+    [
+        pytest.param(
+            "embedder",
+            {"RAGRAIL_EMBEDDER_BACKEND": "sentence-transformers", "RAGRAIL_EMBEDDER_MODEL": ""},
+            "search",
+            "embedder -> PyTorch, swap.sh (two replicas) (search load)",
+            embedder_runs_pytorch,
+            id="embedder_back_to_pytorch_loses_no_search",
+        ),
+        pytest.param(
+            "generator",
+            {"RAGRAIL_GENERATOR_REGISTRY_MODEL": "smollm2/v2"},
+            "chat",
+            "generator -> registry smollm2/v2, swap.sh (chat load)",
+            generator_loaded_the_registry_version,
+            id="generator_to_a_registry_version_loses_no_chat",
+        ),
+        pytest.param(
+            "guardrails",
+            {"RAGRAIL_GUARDRAILS_CONFIG_DIR": "/app/models/config/guardrails-v2"},
+            "chat",
+            "guardrails -> config v2, swap.sh (chat load)",
+            guardrails_run_the_new_configs_rail,
+            id="guardrails_config_loses_no_chat",
+        ),
+    ],
+)
+def test_a_service_swapped_beside_the_old_one_loses_no_request(
+    stack: Stack,
+    capsys: pytest.CaptureFixture[str],
+    service: str,
+    settings: dict[str, str],
+    kind: str,
+    name: str,
+    check: Callable[[Stack], None],
+) -> None:
+    """deploy/docker/swap.sh under load: the new container starts beside the old one, so no
+    request of the load fails; `check` sees the new settings at work."""
+    figures = swap(stack, service, settings, kind, beside=True)
+    report(name, figures, capsys)
+    check(stack)
     assert figures["failed"] == 0, figures
 
 
@@ -632,13 +643,9 @@ def test_generator_answers_through_a_model_server_container(
             if chat == Path(gguf).name or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        reply = http.post(
-            "/v1/chat/completions",
-            json={
-                "messages": [{"role": "user", "content": QUESTION}],
-                "collection": COLLECTION, "max_tokens": 24, "temperature": 0,
-                "answer_mode": "generative",
-            },
+        reply = post_chat(
+            http, QUESTION, collection=COLLECTION, max_tokens=24, temperature=0,
+            answer_mode="generative",
         )  # fmt: skip
     assert chat == Path(gguf).name, models
     assert reply.status_code == 200, reply.text

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from services.gateway.http.principals import key_digest
-from tests.conftest import GatewayUrl, free_port, gateway_process, grpc_service
+from tests.conftest import GatewayUrl, free_port, gateway_process, grpc_service, ops_key
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +46,7 @@ keys:
   - name: reader
     key: {KEY_READER}
     read: ["shared"]
-  - name: ops
-    key: {KEY_OPS}
-    read: ["*"]
-    write: ["*"]
-    admin: ["*"]
-    groups: ["*"]
-"""
+""" + ops_key(KEY_OPS)
 
 DOCS = {
     "team_a": [("alpha.md", f"The Falcon launch code of team A is {SECRET_A}.", None)],

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
-from tests.conftest import gateway_process
+from tests.conftest import chat_reply, gateway_process
 from tests.trainers.reader_tiny import train_tiny_reader
 
 pytestmark = pytest.mark.integration
@@ -55,19 +55,7 @@ def gateway(suite, models: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def ask(url: str, question: str, **body: object) -> dict:
-    reply = httpx.post(
-        f"{url}/v1/chat/completions",
-        json={
-            "messages": [{"role": "user", "content": question}],
-            "collection": COLLECTION,
-            "max_tokens": 48,
-            "temperature": 0,
-            **body,
-        },
-        timeout=300,
-    )
-    assert reply.status_code == 200, reply.text
-    return reply.json()
+    return chat_reply(url, question, **{"collection": COLLECTION, "max_tokens": 48, **body})
 
 
 def chunk_texts(url: str) -> dict[str, str]:

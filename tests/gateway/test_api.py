@@ -163,16 +163,20 @@ def test_collections_lifecycle(suite) -> None:  # type: ignore[no-untyped-def]
     assert suite.http.delete("/v1/collections/tmp_c").status_code == 404
 
 
+def _upload(name: str, content: bytes, **data: str) -> dict:
+    """Request arguments: a multipart upload of one file into 'corpus', with form `data`."""
+    return {"data": {"collection": "corpus", **data}, "files": [("files", (name, content))]}
+
+
+def _query(**body: object) -> dict:
+    """Request arguments: a search for "x" in 'corpus', with `body` on top."""
+    return {"json": {"query": "x", "collection": "corpus", **body}}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "fragment"),
     [
-        (
-            "post",
-            "/v1/search",
-            {"json": {"query": "x", "collection": "nope"}},
-            404,
-            "does not exist",
-        ),
+        ("post", "/v1/search", _query(collection="nope"), 404, "does not exist"),
         ("get", "/v1/collections/nope", {}, 404, "does not exist"),
         (
             "post",
@@ -181,13 +185,7 @@ def test_collections_lifecycle(suite) -> None:  # type: ignore[no-untyped-def]
             404,
             "does not exist",
         ),
-        (
-            "post",
-            "/v1/documents",
-            {"data": {"collection": "corpus"}, "files": [("files", ("tool.exe", b"MZ\x00\x01"))]},
-            415,
-            ".txt",
-        ),
+        ("post", "/v1/documents", _upload("tool.exe", b"MZ\x00\x01"), 415, ".txt"),
         (
             "post",
             "/v1/documents",
@@ -195,43 +193,10 @@ def test_collections_lifecycle(suite) -> None:  # type: ignore[no-untyped-def]
             415,
             "multipart/form-data",
         ),
-        (
-            "post",
-            "/v1/documents",
-            {
-                "data": {"collection": "corpus"},
-                "files": [("files", ("big.txt", b"a " * 1_500_000))],
-            },
-            413,
-            "larger than",
-        ),
-        (
-            "post",
-            "/v1/documents",
-            {"data": {"collection": "corpus"}, "files": [("files", ("empty.txt", b"   "))]},
-            422,
-            "no text",
-        ),
-        (
-            "post",
-            "/v1/documents",
-            {
-                "data": {"collection": "corpus", "chunk_size": "5"},
-                "files": [("files", ("a.txt", b"hello"))],
-            },
-            422,
-            "chunk_size",
-        ),
-        (
-            "post",
-            "/v1/documents",
-            {
-                "data": {"collection": "corpus", "chunk_size": "4000"},
-                "files": [("files", ("a.txt", b"hello"))],
-            },
-            422,
-            "exceeds",
-        ),
+        ("post", "/v1/documents", _upload("big.txt", b"a " * 1_500_000), 413, "larger than"),
+        ("post", "/v1/documents", _upload("empty.txt", b"   "), 422, "no text"),
+        ("post", "/v1/documents", _upload("a.txt", b"hello", chunk_size="5"), 422, "chunk_size"),
+        ("post", "/v1/documents", _upload("a.txt", b"hello", chunk_size="4000"), 422, "exceeds"),
         (
             "post",
             "/v1/documents",
@@ -239,34 +204,10 @@ def test_collections_lifecycle(suite) -> None:  # type: ignore[no-untyped-def]
             422,
             "invalid",
         ),
-        (
-            "post",
-            "/v1/search",
-            {"json": {"query": "x", "collection": "corpus", "top_k": 0}},
-            422,
-            "top_k",
-        ),
-        (
-            "post",
-            "/v1/search",
-            {"json": {"query": "x", "collection": "corpus", "mode": "fuzzy"}},
-            422,
-            "mode",
-        ),
-        (
-            "post",
-            "/v1/search",
-            {"json": {"query": "x", "collection": "corpus", "filter": {"year": {"$regex": "x"}}}},
-            422,
-            "$regex",
-        ),
-        (
-            "post",
-            "/v1/search",
-            {"json": {"query": "x", "collection": "Bad-Name"}},
-            422,
-            "collection",
-        ),
+        ("post", "/v1/search", _query(top_k=0), 422, "top_k"),
+        ("post", "/v1/search", _query(mode="fuzzy"), 422, "mode"),
+        ("post", "/v1/search", _query(filter={"year": {"$regex": "x"}}), 422, "$regex"),
+        ("post", "/v1/search", _query(collection="Bad-Name"), 422, "collection"),
         ("post", "/v1/collections", {"json": {"name": "9lives"}}, 422, "name"),
     ],
 )

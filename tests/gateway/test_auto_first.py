@@ -13,14 +13,13 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.chat.grounding import auto_first
 from services.gateway.settings import READER_FIRST_MODELS
 from shared.models.generator_files import packaged_gguf
-from tests.conftest import free_port, gateway_process, grpc_service
+from tests.conftest import chat_reply, free_port, gateway_process, grpc_service
 
 COLLECTION = "auto_first"
 BEES = "how do honeybees tell each other where food is?"
@@ -90,19 +89,7 @@ def generator(model: Path, log: Path, port: int | None = None):  # type: ignore[
 
 
 def ask(url: str, **body: object) -> dict:
-    reply = httpx.post(
-        f"{url}/v1/chat/completions",
-        json={
-            "messages": [{"role": "user", "content": BEES}],
-            "collection": COLLECTION,
-            "max_tokens": 32,
-            "temperature": 0,
-            **body,
-        },
-        timeout=300,
-    )
-    assert reply.status_code == 200, reply.text
-    return reply.json()
+    return chat_reply(url, BEES, **{"collection": COLLECTION, "max_tokens": 32, **body})
 
 
 def reader_answered(reply: dict) -> bool:

@@ -39,6 +39,16 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
+def _wait_cancelled(metrics: str, method: str, before: float, service: str) -> None:
+    """Until the service whose metrics are at `metrics` has counted a `method` call cancelled
+    since it counted `before` of them (10 s at most)."""
+    _wait(
+        lambda: _metric(metrics, "ragrail_grpc_cancelled_total", method=method) > before,
+        10,
+        f"the {service} saw the call cancelled",
+    )
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -79,11 +89,7 @@ def test_a_non_streamed_chat_stops_generating_when_its_client_leaves(suite) -> N
     time.sleep(0.5)  # well into decoding
     conn.close()
     left = time.monotonic()
-    _wait(
-        lambda: _metric(generator, "ragrail_grpc_cancelled_total", method="Generate") > cancelled,
-        10,
-        "the generator saw the call cancelled",
-    )
+    _wait_cancelled(generator, "Generate", cancelled, "generator")
     _wait(lambda: running() == 0, 10, "the generator stopped")
     stopped = time.monotonic() - left
     # And it is idle: no decoding going on in a thread the cancellation did not reach.
@@ -126,11 +132,7 @@ def test_an_abandoned_ingest_stops_embedding_and_stores_nothing(suite) -> None: 
     _wait(embedding, 120, "embedding started")
     conn.close()
     left = time.monotonic()
-    _wait(
-        lambda: _metric(embedder, "ragrail_grpc_cancelled_total", method="Embed") > cancelled,
-        10,
-        "the embedder saw the call cancelled",
-    )
+    _wait_cancelled(embedder, "Embed", cancelled, "embedder")
     _wait(
         lambda: _metric(embedder, "ragrail_grpc_in_flight_requests", service="embedder") == 0,
         10,

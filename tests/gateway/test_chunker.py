@@ -181,58 +181,61 @@ def words(prefix: str, count: int) -> str:
     return " ".join(f"{prefix}{i}" for i in range(count))
 
 
+def window20(text: str) -> list[TextChunk]:
+    """`text` in windows of 20 whitespace tokens, no overlap (the invariants checked)."""
+    return check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+
+
 def test_prefers_sentence_end_in_last_fifth() -> None:
     # 17 words end a sentence; the window of 20 may end at 16..20 tokens.
-    text = words("a", 16) + " last. " + words("B", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 16) + " last. " + words("B", 30))
     assert chunks[0].text.endswith("last.")
     assert chunks[0].num_tokens == 17
     assert chunks[1].text.startswith("B0")
 
 
 def test_ignores_sentence_end_before_last_fifth() -> None:
-    text = words("a", 5) + " stop. " + words("b", 40)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 5) + " stop. " + words("b", 40))
     assert chunks[0].num_tokens == 20
 
 
 def test_paragraph_beats_later_sentence_end() -> None:
-    text = words("a", 16) + ".\n\n" + words("B", 2) + " end. " + words("C", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 16) + ".\n\n" + words("B", 2) + " end. " + words("C", 30))
     assert chunks[0].text == words("a", 16) + "."
 
 
-def test_latest_sentence_end_wins() -> None:
-    text = words("a", 16) + " one. Two. " + words("C", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
-    assert chunks[0].text.endswith("one. Two.")
+@pytest.mark.parametrize(
+    ("text", "end"),
+    [
+        pytest.param(
+            words("a", 16) + " one. Two. " + words("C", 30),
+            "one. Two.",
+            id="latest_sentence_end_wins",
+        ),
+        pytest.param(
+            words("a", 16) + " x, y z " + words("b", 30), "x,", id="clause_beats_word_break"
+        ),
+        pytest.param(
+            words("a", 16) + ' said "stop." ' + words("B", 30),
+            '"stop."',
+            id="sentence_end_with_closing_quote",
+        ),
+    ],
+)
+def test_first_window_ends_at_the_best_boundary(text: str, end: str) -> None:
+    assert window20(text)[0].text.endswith(end)
 
 
 def test_abbreviation_before_lowercase_and_list_numbers_are_not_sentence_ends() -> None:
-    text = words("a", 17) + " e.g. this " + words("b", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 17) + " e.g. this " + words("b", 30))
     assert chunks[0].num_tokens == 20  # no boundary found: full window
-    text = words("a", 16) + ".\n2. " + words("b", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 16) + ".\n2. " + words("b", 30))
     assert chunks[0].text.endswith(".")  # ends before "2.", not after it
     assert chunks[0].num_tokens == 16
 
 
-def test_clause_beats_word_break() -> None:
-    text = words("a", 16) + " x, y z " + words("b", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
-    assert chunks[0].text.endswith("x,")
-
-
-def test_sentence_end_with_closing_quote() -> None:
-    text = words("a", 16) + ' said "stop." ' + words("B", 30)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
-    assert chunks[0].text.endswith('"stop."')
-
-
 def test_does_not_end_right_after_a_heading() -> None:
-    text = words("a", 15) + " done.\n\n## Next section\n\n" + words("b", 40)
-    chunks = check_invariants(text, whitespace_spans(text), Chunker(20, 0))
+    chunks = window20(words("a", 15) + " done.\n\n## Next section\n\n" + words("b", 40))
     assert chunks[0].text.endswith("done.")
     assert chunks[1].text.startswith("## Next section")
 

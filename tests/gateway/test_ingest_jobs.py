@@ -43,6 +43,12 @@ def _wait_for(client: httpx.Client, job_id: str, states: set[str], timeout: floa
         time.sleep(0.2)
 
 
+def _many_chunks(collection: str, *names: str) -> dict:
+    """A JSON ingest into `collection` of a document of WORDS per name, in 64-token chunks."""
+    documents = [{"name": name, "text": WORDS} for name in names]
+    return {"collection": collection, "chunk_size": 64, "documents": documents}
+
+
 def _total(client: httpx.Client) -> int:
     return client.get("/v1/documents", params={"collection": COLLECTION}).json()["total"]
 
@@ -62,14 +68,7 @@ def test_an_ingest_over_the_byte_limit_is_413_naming_the_setting(limited) -> Non
 
 def test_an_ingest_over_the_chunk_limit_is_413_before_any_embedding(limited) -> None:  # type: ignore[no-untyped-def]
     before = _total(limited)
-    reply = limited.post(
-        "/v1/documents",
-        json={
-            "collection": COLLECTION,
-            "chunk_size": 64,
-            "documents": [{"name": "many-chunks.txt", "text": WORDS}],
-        },
-    )
+    reply = limited.post("/v1/documents", json=_many_chunks(COLLECTION, "many-chunks.txt"))
     assert reply.status_code == 413, reply.text
     assert "RAGRAIL_GATEWAY_INGEST_MAX_CHUNKS" in reply.json()["error"]["message"]
     assert _total(limited) == before
@@ -101,10 +100,9 @@ def test_a_job_ingests_in_the_background_and_reports_progress(suite, collection)
 
 
 def test_a_running_job_can_be_cancelled(suite, collection) -> None:  # type: ignore[no-untyped-def]
-    documents = [{"name": f"long-{i}.txt", "text": WORDS} for i in range(24)]
-    reply = suite.http.post(
-        "/v1/ingest/jobs", json={"collection": collection, "chunk_size": 64, "documents": documents}
-    )
+    body = _many_chunks(collection, *(f"long-{i}.txt" for i in range(24)))
+    documents = body["documents"]
+    reply = suite.http.post("/v1/ingest/jobs", json=body)
     assert reply.status_code == 202, reply.text
     job_id = reply.json()["id"]
     _wait_for(suite.http, job_id, {"running"}, timeout=60)
@@ -140,14 +138,7 @@ def test_job_errors(suite, limited, collection) -> None:  # type: ignore[no-unty
     )
     assert bad.status_code == 422 and "documents[0].name" in bad.text
     # Over the job's chunk limit: the job fails with a 413-coded error naming the setting.
-    reply = limited.post(
-        "/v1/ingest/jobs",
-        json={
-            "collection": collection,
-            "chunk_size": 64,
-            "documents": [{"name": "m", "text": WORDS}],
-        },
-    )
+    reply = limited.post("/v1/ingest/jobs", json=_many_chunks(collection, "m"))
     assert reply.status_code == 202, reply.text
     job = _wait_for(limited, reply.json()["id"], {"succeeded", "failed", "cancelled"})
     assert job["state"] == "failed" and job["error"]["code"] == 413, job

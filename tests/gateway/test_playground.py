@@ -19,6 +19,7 @@ import pytest
 from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.documents.ingest.parsers import SUPPORTED
 from services.gateway.playground.router import PLAYGROUND_DIR
+from tests.conftest import ops_key
 
 pytestmark = pytest.mark.integration
 INSTALL = "apt-get install -y --no-install-recommends chromium && pip install -e '.[dev]'"
@@ -285,13 +286,7 @@ keys:
     key: {KEY_A}
     read: ["play_a", "play_shared"]
     groups: ["team-a"]
-  - name: ops
-    key: {KEY_OPS}
-    read: ["*"]
-    write: ["*"]
-    admin: ["*"]
-    groups: ["*"]
-"""
+""" + ops_key(KEY_OPS)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""One generator call over a fresh gRPC channel, unary or streamed, for the engine tests that
-talk to a running generator service (test_openai_engine.py, test_triton_engine.py)."""
+"""One generator call over a fresh gRPC channel, unary or streamed, or the error a unary call
+fails with, for the engine tests that talk to a running generator service
+(test_openai_engine.py, test_triton_engine.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import functools
 from typing import Any
 
 import grpc
+import pytest
 
 from shared.proto.ragrail.v1 import generator_pb2, generator_pb2_grpc
 from tests.grpc_calls import unary
@@ -22,3 +24,10 @@ def stream(target: str, message: Any, timeout: float = 60) -> list[generator_pb2
             return [c async for c in stub.GenerateStream(message, timeout=timeout)]
 
     return asyncio.run(go())
+
+
+def rpc_error(target: str, method: str, message: Any, timeout: float = 60) -> grpc.aio.AioRpcError:
+    """The error that `method` at `target` fails with (the test fails if it answers)."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        call(target, method, message, timeout)
+    return caught.value

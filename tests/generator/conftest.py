@@ -110,6 +110,18 @@ def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield s
 
 
+def count_like_llamacpp(
+    target: str, llamacpp: Service, message: generator_pb2.CountTokensRequest
+) -> generator_pb2.CountTokensResponse:
+    """CountTokens of `message` by the generator at `target`, which must count the prompt and
+    each text as the llamacpp engine does (the gateway's budget does not depend on the engine)."""
+    ours = calls.call(target, "CountTokens", message, 120)
+    theirs = llamacpp.call("CountTokens", message)
+    assert ours.prompt_tokens == theirs.prompt_tokens
+    assert list(ours.text_tokens) == list(theirs.text_tokens)
+    return ours
+
+
 def hf_model_from_gguf(out: Path) -> Any:
     """The packaged GGUF as a Hugging Face directory (float32), and the loaded model.
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import gateway_process, grpc_service
 from tests.generator import calls
+from tests.generator.calls import call, stream
+from tests.generator.conftest import Service, count_like_llamacpp
 from tests.generator.openai_peer import MODEL_ALIAS, LlamaServer, llama_server, server_missing
 
 pytestmark = pytest.mark.integration
@@ -103,14 +105,6 @@ def target(request: pytest.FixtureRequest, generators: dict[str, str]) -> str:
     return generators[str(request.param)]
 
 
-def call(target: str, method: str, message: Any, timeout: float = 60) -> Any:
-    return calls.call(target, method, message, timeout)
-
-
-def stream(target: str, message: Any, timeout: float = 60) -> list[generator_pb2.GenerateChunk]:
-    return calls.stream(target, message, timeout)
-
-
 def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
     return generator_pb2.GenerateRequest(
         messages=messages or QUESTION, sampling=generator_pb2.SamplingParams(**sampling)
@@ -118,9 +112,30 @@ def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
 
 
 def rpc_error(target: str, message: Any, timeout: float = 30) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        call(target, "Generate", message, timeout)
-    return caught.value
+    return calls.rpc_error(target, "Generate", message, timeout)
+
+
+def stream_long(
+    target: str, timeout: float, at_second: Callable[[Any], object], read_on: bool
+) -> list[str]:
+    """The pieces of a long greedy answer (LONG, 900 tokens at most) streamed from `target`:
+    `at_second(call)` once the second arrives, then reading stops, or with `read_on` goes on
+    to the stream's end (or its error)."""
+    received: list[str] = []
+
+    async def read() -> None:
+        async with grpc.aio.insecure_channel(target) as channel:
+            request = ask(LONG, temperature=0.0, max_tokens=900)
+            rpc = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(request, timeout=timeout)
+            async for chunk in rpc:
+                received.append(chunk.delta)
+                if len(received) == 2:
+                    at_second(rpc)
+                    if not read_on:
+                        break
+
+    asyncio.run(read())
+    return received
 
 
 # -- without a server -----------------------------------------------------------------------
@@ -227,17 +242,13 @@ def test_seeded_sampling_repeats_and_reaches_the_server(target: str) -> None:
 
 
 def test_count_tokens_matches_the_llamacpp_engine(
-    generators: dict[str, str], llamacpp: Any
+    generators: dict[str, str], llamacpp: Service
 ) -> None:
     message = generator_pb2.CountTokensRequest(
         messages=PARITY[1], texts=["Paris, France.", "Cats purr when they are content. 😺"]
     )
-    theirs = llamacpp.call("CountTokens", message)
     for target in generators.values():
-        ours = call(target, "CountTokens", message)
-        assert ours.prompt_tokens == theirs.prompt_tokens
-        assert list(ours.text_tokens) == list(theirs.text_tokens)
-        assert ours.context_length == CONTEXT
+        assert count_like_llamacpp(target, llamacpp, message).context_length == CONTEXT
 
 
 def test_server_tokenize_endpoint_counts_like_the_gguf(peer: LlamaServer) -> None:
@@ -301,19 +312,7 @@ def test_cancelling_mid_stream_frees_the_servers_slot(
     """llama-cpp-python's server answers one request at a time: a cancelled answer left
     running would hold the next request for the 900 tokens (about 12 s here)."""
     target = generators["server"]
-    received: list[str] = []
-
-    async def read_two_then_cancel() -> None:
-        async with grpc.aio.insecure_channel(target) as channel:
-            request = ask(LONG, temperature=0.0, max_tokens=900)
-            rpc = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(request, timeout=60)
-            async for chunk in rpc:
-                received.append(chunk.delta)
-                if len(received) == 2:
-                    rpc.cancel()
-                    break
-
-    asyncio.run(read_two_then_cancel())
+    received = stream_long(target, 60, lambda rpc: rpc.cancel(), read_on=False)
     assert len(received) == 2
     assert timed_short_answer(target) < 5.0
     assert "disconnected" in peer.log_text().lower()
@@ -370,20 +369,9 @@ def test_wrong_api_key_is_unavailable_saying_so(guarded: Guarded) -> None:
 
 def test_server_killed_mid_stream_is_unavailable_then_recovers(guarded: Guarded) -> None:
     server, target = guarded.server, guarded.target
-    received: list[str] = []
-
-    async def kill_after_two() -> None:
-        async with grpc.aio.insecure_channel(target) as channel:
-            request = ask(LONG, temperature=0.0, max_tokens=900)
-            rpc = generator_pb2_grpc.GeneratorStub(channel).GenerateStream(request, timeout=30)
-            async for chunk in rpc:
-                received.append(chunk.delta)
-                if len(received) == 2:
-                    server.kill()
-
     started = time.monotonic()
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        asyncio.run(kill_after_two())
+        stream_long(target, 30, lambda rpc: server.kill(), read_on=True)
     assert time.monotonic() - started < 10  # no hung stream
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert server.url in (caught.value.details() or "")

@@ -10,7 +10,13 @@ import grpc
 import pytest
 
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
-from tests.generator.conftest import QUESTION, Service, TorchModels, request
+from tests.generator.conftest import (
+    QUESTION,
+    Service,
+    TorchModels,
+    count_like_llamacpp,
+    request,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -82,10 +88,7 @@ def test_prompt_tokens_match_llamacpp(
     """Both engines render the model's own chat template and tokenize it the same way, so
     the gateway's budget does not depend on the engine."""
     ask = generator_pb2.CountTokensRequest(messages=QUESTION, texts=["Paris is in France."])
-    torch_count = torch_services["base"].call("CountTokens", ask)
-    llama_count = llamacpp.call("CountTokens", ask)
-    assert torch_count.prompt_tokens == llama_count.prompt_tokens
-    assert list(torch_count.text_tokens) == list(llama_count.text_tokens)
+    count_like_llamacpp(torch_services["base"].target, llamacpp, ask)
 
 
 def test_lora_adapter_loads_and_changes_the_answer(

@@ -29,6 +29,8 @@ from shared.models.generator_files import packaged_gguf
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 from tests.conftest import REPO, free_port, grpc_service
 from tests.generator import calls
+from tests.generator.calls import rpc_error
+from tests.generator.conftest import Service, count_like_llamacpp
 from tests.generator.triton_server import TritonPeer, pytriton_missing, triton_peer
 
 pytestmark = pytest.mark.integration
@@ -115,12 +117,6 @@ def ask(messages: Any = None, **sampling: Any) -> generator_pb2.GenerateRequest:
     )
 
 
-def rpc_error(target: str, method: str, message: Any, timeout: float = 60) -> grpc.aio.AioRpcError:
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        call(target, method, message, timeout)
-    return caught.value
-
-
 # -- answers ------------------------------------------------------------------------------
 
 
@@ -162,15 +158,12 @@ def test_unary_answer_reaches_triton_and_reports_usage(
 
 
 def test_prompt_is_counted_like_the_llamacpp_engine(
-    generators: dict[str, Generator], llamacpp: Any
+    generators: dict[str, Generator], llamacpp: Service
 ) -> None:
     """Without RAGRAIL_GENERATOR_TOKENIZER the engine renders and counts with the packaged
     GGUF's template and vocabulary, as the llamacpp engine does with that model."""
     message = generator_pb2.CountTokensRequest(messages=QUESTION, texts=["Paris, France."])
-    ours = call(generators["llmapi"].target, "CountTokens", message)
-    theirs = llamacpp.call("CountTokens", message)
-    assert ours.prompt_tokens == theirs.prompt_tokens
-    assert list(ours.text_tokens) == list(theirs.text_tokens)
+    count_like_llamacpp(generators["llmapi"].target, llamacpp, message)
 
 
 def test_stream_arrives_in_pieces_and_matches_the_unary_answer(
@@ -401,28 +394,35 @@ def test_triton_that_never_answers_is_unavailable_after_its_timeout(
     assert elapsed < 5
 
 
-def test_unknown_model_is_failed_precondition(
-    peer: TritonPeer, tmp_path_factory: pytest.TempPathFactory
+@pytest.mark.parametrize(
+    ("protocol", "model", "named"),
+    [
+        pytest.param(
+            "llmapi",
+            "no_such_model",
+            ["no_such_model", "RAGRAIL_GENERATOR_TRITON_MODEL"],
+            id="unknown_model",
+        ),
+        # The ensemble protocol pointed at the llmapi model: told, not sent garbage.
+        pytest.param(
+            "ensemble", "tensorrt_llm", ["RAGRAIL_GENERATOR_TRITON_PROTOCOL"], id="wrong_protocol"
+        ),
+    ],
+)
+def test_a_model_it_cannot_use_is_failed_precondition(
+    peer: TritonPeer,
+    tmp_path_factory: pytest.TempPathFactory,
+    protocol: str,
+    model: str,
+    named: list[str],
 ) -> None:
-    env = generator_env(peer.url, "llmapi", triton_model="no_such_model")
-    log = tmp_path_factory.mktemp("generator-triton-nomodel") / "generator.log"
+    env = generator_env(peer.url, protocol, triton_model=model)
+    log = tmp_path_factory.mktemp(f"generator-triton-{protocol}") / "generator.log"
     with grpc_service("services.generator", "GENERATOR", env, log) as target:
         error = rpc_error(target, "Generate", ask(max_tokens=4))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "no_such_model" in (error.details() or "")
-    assert "RAGRAIL_GENERATOR_TRITON_MODEL" in (error.details() or "")
-
-
-def test_wrong_protocol_is_failed_precondition(
-    peer: TritonPeer, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """The ensemble protocol pointed at the llmapi model: told, not sent garbage."""
-    env = generator_env(peer.url, "ensemble", triton_model="tensorrt_llm")
-    log = tmp_path_factory.mktemp("generator-triton-mismatch") / "generator.log"
-    with grpc_service("services.generator", "GENERATOR", env, log) as target:
-        error = rpc_error(target, "Generate", ask(max_tokens=4))
-    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "RAGRAIL_GENERATOR_TRITON_PROTOCOL" in (error.details() or "")
+    for text in named:
+        assert text in (error.details() or "")
 
 
 def test_compose_healthcheck_reads_triton_readiness(peer: TritonPeer) -> None:

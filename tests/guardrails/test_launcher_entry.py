@@ -21,21 +21,10 @@ from ragrail.launcher import (
     needs_guard_training,
     training_command,
 )
+from tests.conftest import stand_in_model
 
-
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)  # no models/ here
-    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # nor a published one
-    for key in (
-        "RAGRAIL_MODELS_DIR",
-        "RAGRAIL_GUARDRAILS_GUARD_MODEL",
-        "RAGRAIL_GUARDRAILS_INJECTION_MODEL",
-        "RAGRAIL_GATEWAY_GUARDRAILS_URL",
-        "RAGRAIL_CONFIG",
-        TRAIN_ARGS_ENV,
-    ):
-        monkeypatch.delenv(key, raising=False)
+# In tmp_path, no models/ there nor a published one, no RAGRAIL_* settings.
+pytestmark = pytest.mark.usefixtures("no_models")
 
 
 def test_guardrails_is_a_launched_service() -> None:
@@ -65,9 +54,7 @@ def test_no_rails_leaves_the_service_out_and_says_so(tmp_path: Path) -> None:
 def test_a_trained_or_configured_model_is_not_trained_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = tmp_path / "models" / "guardrails" / "guard-minilm" / "v0"
-    model.mkdir(parents=True)
-    (model / "guard.json").write_text("{}")
+    model = stand_in_model(tmp_path / "models" / "guardrails" / "guard-minilm" / "v0", "guard.json")
     assert needs_guard_training()  # no manifest: an interrupted training, trained again
     (model / "manifest.json").write_text(json.dumps({"created_at": "2031-01-01T00:00:00"}))
     assert not needs_guard_training()

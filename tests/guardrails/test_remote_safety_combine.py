@@ -23,17 +23,23 @@ LOCAL_UNSAFE = Outcome(Verdict.BLOCK, "unsafe request, category hate (hate)", de
 A, B = Verdict.ALLOW, Verdict.BLOCK
 
 
+# Each pair of verdicts, remote and local, and what `either` and `both` make of it.
+PAIRS = [
+    (SAFE, LOCAL_SAFE, {"either": A, "both": A}),
+    (UNSAFE, LOCAL_SAFE, {"either": B, "both": A}),
+    (SAFE, LOCAL_UNSAFE, {"either": B, "both": A}),
+    (UNSAFE, LOCAL_UNSAFE, {"either": B, "both": B}),
+]
+
+
 @pytest.mark.parametrize(
     ("mode", "remote", "local", "expected"),
     [
-        ("either", SAFE, LOCAL_SAFE, A),
-        ("either", UNSAFE, LOCAL_SAFE, B),
-        ("either", SAFE, LOCAL_UNSAFE, B),
-        ("either", UNSAFE, LOCAL_UNSAFE, B),
-        ("both", SAFE, LOCAL_SAFE, A),
-        ("both", UNSAFE, LOCAL_SAFE, A),
-        ("both", SAFE, LOCAL_UNSAFE, A),
-        ("both", UNSAFE, LOCAL_UNSAFE, B),
+        *(
+            (mode, remote, local, by_mode[mode])
+            for mode in ("either", "both")
+            for remote, local, by_mode in PAIRS
+        ),
         ("remote", SAFE, None, A),
         ("remote", UNSAFE, None, B),
         # No guard model loaded: the remote verdict alone, whatever the mode.

@@ -11,6 +11,7 @@ through the same path a NIM or vLLM answer would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,17 @@ def service_env(guard_model: Path, config: Path, **extra: str) -> dict[str, str]
     }
 
 
+@contextlib.contextmanager
+def guardrails(
+    guard_model: Path, tmp_path: Path, section: dict[str, Any], **extra: str
+) -> Iterator[str]:
+    """The guardrails service with `section` as its remote safety settings (and `extra`
+    variables), its config and log under `tmp_path`; yields its target."""
+    env = service_env(guard_model, configure(tmp_path, section), **extra)
+    with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
+        yield target
+
+
 def output_check(target: str, answer: str, question: str = QUESTION) -> guardrails_pb2.RailResult:
     async def go() -> guardrails_pb2.RailResult:
         async with grpc.aio.insecure_channel(target) as channel:
@@ -135,20 +147,17 @@ def judgements(metrics_port: int) -> dict[tuple[str, str], float]:
 def test_llama_guard_verdict_blocks_naming_its_categories(
     peer: LlamaServer, guard_model: Path, tmp_path: Path, engine: str
 ) -> None:
-    config = configure(
-        tmp_path,
-        remote(
-            peer.url, format="llama_guard", combine="remote", remote_extra_body=LLAMA_GUARD_UNSAFE
-        ),
+    section = remote(
+        peer.url, format="llama_guard", combine="remote", remote_extra_body=LLAMA_GUARD_UNSAFE
     )
     metrics = free_port()
-    env = service_env(
+    with guardrails(
         guard_model,
-        config,
+        tmp_path,
+        section,
         RAGRAIL_GUARDRAILS_ENGINE=engine,
         RAGRAIL_GUARDRAILS_METRICS_PORT=str(metrics),
-    )
-    with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
+    ) as target:
         details = info(target)
         assert details["remote_safety_url"] == peer.url
         assert details["remote_safety_format"] == "llama_guard"
@@ -175,10 +184,7 @@ def test_nemoguard_either_blocks_on_either_verdict(
 ) -> None:
     # The forced answer: the user's message is safe, the agent's answer unsafe.
     section = remote(peer.url, remote_model="smollm2", remote_extra_body=NEMOGUARD_ANSWER_UNSAFE)
-    config = configure(tmp_path, section)
-    with grpc_service(
-        "services.guardrails", "GUARDRAILS", service_env(guard_model, config), tmp_path / "log"
-    ) as target:
+    with guardrails(guard_model, tmp_path, section) as target:
         assert info(target)["remote_safety_combine"] == "either"
         benign = input_check(target, BENIGN)
         assert benign.verdict == ALLOW, benign  # both safe
@@ -199,10 +205,7 @@ def test_nemoguard_both_blocks_only_when_both_say_unsafe(
     peer: LlamaServer, guard_model: Path, tmp_path: Path
 ) -> None:
     section = remote(peer.url, combine="both", remote_extra_body=NEMOGUARD_ANSWER_UNSAFE)
-    config = configure(tmp_path, section)
-    with grpc_service(
-        "services.guardrails", "GUARDRAILS", service_env(guard_model, config), tmp_path / "log"
-    ) as target:
+    with guardrails(guard_model, tmp_path, section) as target:
         unsafe = input_check(target, UNSAFE)
         assert unsafe.verdict == ALLOW, unsafe
         assert unsafe.reason == ""  # an allowed check reports no rail's reason...
@@ -233,10 +236,7 @@ def test_an_answer_that_is_no_verdict_follows_on_error(
     unsafe: int,
 ) -> None:
     section = remote(peer.url, format="llama_guard", on_error=on_error, remote_extra_body=GARBAGE)
-    config = configure(tmp_path, section)
-    with grpc_service(
-        "services.guardrails", "GUARDRAILS", service_env(guard_model, config), tmp_path / "log"
-    ) as target:
+    with guardrails(guard_model, tmp_path, section) as target:
         for text, expected in ((BENIGN, benign), (UNSAFE, unsafe)):
             result = input_check(target, text)
             assert result.verdict == expected, (text, result)
@@ -253,9 +253,8 @@ def test_an_unreachable_server_fails_closed_saying_why(
     peer: LlamaServer, guard_model: Path, tmp_path: Path
 ) -> None:
     down = f"http://127.0.0.1:{free_port()}/v1"
-    config = configure(tmp_path / "down", remote(down, remote_model="x", remote_retries=1))
-    env = service_env(guard_model, config)
-    with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log-down") as target:
+    section = remote(down, remote_model="x", remote_retries=1)
+    with guardrails(guard_model, tmp_path, section) as target:
         result = input_check(target, BENIGN)
         assert result.verdict == BLOCK and result.rail == "ragrail remote safety", result
         assert activation(result, "ragrail remote safety").errored
@@ -268,9 +267,7 @@ def test_a_refused_key_fails_closed_naming_the_key_settings(
     peer: LlamaServer, guard_model: Path, tmp_path: Path
 ) -> None:
     section = {**remote(peer.url, remote_model="smollm2"), "remote_api_key": "wrong-key"}
-    config = configure(tmp_path, section)
-    env = service_env(guard_model, config)
-    with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
+    with guardrails(guard_model, tmp_path, section) as target:
         result = input_check(target, BENIGN)
         assert result.verdict == BLOCK, result
         assert "refused the API key" in result.reason
@@ -311,9 +308,7 @@ def test_a_judgement_past_the_time_limit_fails_closed(
     # Last of the tests on the peer: the model talks on (no grammar, many tokens) past the
     # rail's limit, and the single-slot server finishes that answer before the next request.
     slow = remote(peer.url, remote_timeout_s=0.5, max_tokens=400, combine="remote")
-    config = configure(tmp_path, slow)
-    env = service_env(guard_model, config)
-    with grpc_service("services.guardrails", "GUARDRAILS", env, tmp_path / "log") as target:
+    with guardrails(guard_model, tmp_path, slow) as target:
         result = input_check(target, BENIGN)
         assert result.verdict == BLOCK, result
         assert "did not answer a nemoguard safety judgement within 0.5 s" in result.reason

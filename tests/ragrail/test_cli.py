@@ -19,6 +19,11 @@ pytestmark = pytest.mark.integration
 RAGRAIL = [sys.executable, "-m", "ragrail.cli"]
 
 
+def _ragrail(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`ragrail <args>` to its end (60 s at most), its output captured."""
+    return subprocess.run([*RAGRAIL, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
 def _wait_for(proc: subprocess.Popen[str], text: str, lines: list[str], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -82,20 +87,8 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
         assert "ask: how do honeybees" in output and "[1] honeybee-colonies.md" in output, output
         gateway = f"http://127.0.0.1:{env['RAGRAIL_GATEWAY_PORT']}"
 
-        search = subprocess.run(
-            [
-                *RAGRAIL,
-                "search",
-                "Mars rover landing",
-                "--collection",
-                "sample",
-                "--gateway",
-                gateway,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        search = _ragrail(
+            "search", "Mars rover landing", "--collection", "sample", "--gateway", gateway, env=env
         )
         assert search.returncode == 0, search.stdout + search.stderr
         assert "mars-rovers.html" in search.stdout
@@ -103,12 +96,8 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
         extra = tmp_path / "extra"
         extra.mkdir()
         (extra / "kilns.md").write_text("# Kilns\nA kiln fires clay into stoneware at 1200 C.\n")
-        ingest = subprocess.run(
-            [*RAGRAIL, "ingest", str(extra), "--collection", "extra", "--gateway", gateway],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        ingest = _ragrail(
+            "ingest", str(extra), "--collection", "extra", "--gateway", gateway, env=env
         )
         assert ingest.returncode == 0, ingest.stdout + ingest.stderr
         assert "ingested 1 documents" in ingest.stdout
@@ -137,12 +126,7 @@ def test_up_serves_sample_restarts_a_dead_service_and_stops_cleanly(tmp_path: Pa
 
 
 def test_search_against_a_missing_gateway_says_how_to_fix_it() -> None:
-    result = subprocess.run(
-        [*RAGRAIL, "status", "--gateway", "http://127.0.0.1:9"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _ragrail("status", "--gateway", "http://127.0.0.1:9")
     assert result.returncode == 1
     assert "ragrail up" in result.stdout
 

@@ -8,6 +8,7 @@ import pytest
 
 from ragrail.launcher import SERVICES, Supervisor
 from shared.topology import SERVICES as TOPOLOGY
+from tests.conftest import stand_in_model
 
 
 @pytest.fixture(autouse=True)
@@ -36,9 +37,7 @@ def test_without_a_reranker_model_the_suite_runs_without_reranking(tmp_path: Pat
 def test_a_trained_reranker_is_started_and_the_gateway_pointed_at_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = tmp_path / "models" / "reranker" / "minilm" / "v1"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    stand_in_model(tmp_path / "models" / "reranker" / "minilm" / "v1", "config.json")
     monkeypatch.setenv("RAGRAIL_RERANKER_PORT", "50999")
     supervisor = Supervisor(tmp_path / "data", print)
     names = [c.spec.name for c in supervisor.children]
@@ -47,9 +46,7 @@ def test_a_trained_reranker_is_started_and_the_gateway_pointed_at_it(
 
 
 def _trained(root: Path, version: str, after: float, bm25: float) -> Path:
-    model = root / "models" / "reranker" / "minilm" / version
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    model = stand_in_model(root / "models" / "reranker" / "minilm" / version, "config.json")
     metrics = {"ndcg@10": {"bm25": bm25, "before": 0.2, "after": after}}
     (model / "metrics.json").write_text(json.dumps(metrics))
     return model
@@ -79,9 +76,7 @@ def test_a_registry_manifest_is_the_evaluation_when_metrics_json_is_missing(
     tmp_path: Path,
 ) -> None:
     """Trainers record their metrics in manifest.json too; the gate reads them there."""
-    model = tmp_path / "models" / "reranker" / "minilm" / "v3"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    model = stand_in_model(tmp_path / "models" / "reranker" / "minilm" / "v3", "config.json")
     manifest = {
         "role": "reranker",
         "created_at": "2031-01-01T00:00:00+00:00",

@@ -25,13 +25,9 @@ from ragrail.launcher import (
 from shared.models import registry
 from tests.trainers.reader_tiny import TINY_READER_ARGS
 
-
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for key in [k for k in os.environ if k.startswith("RAGRAIL_")]:
-        monkeypatch.delenv(key)  # a session fixture may have configured a model
-    monkeypatch.chdir(tmp_path)  # no models/ here
-    monkeypatch.setenv("RAGRAIL_PUBLISHED_DIR", "none")  # nor a published reader
+# In tmp_path, no models/ there nor a published reader, no RAGRAIL_* settings (a session
+# fixture may have configured a model).
+pytestmark = pytest.mark.usefixtures("no_models")
 
 
 def test_the_reader_is_trained_after_the_guard_model_and_registered(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.conftest import (
     REPO,
     clean_env,
     free_port,
+    run_module,
     start_module,
     stop_processes,
     wait_grpc_serving,
@@ -293,20 +293,13 @@ def test_health_reflection_and_metrics(services: dict[str, Service]) -> None:
 
 @pytest.mark.integration
 def test_without_a_model_it_stops_and_says_how_to_train_one(tmp_path: Path) -> None:
-    env = clean_env(
-        PYTHONPATH=str(REPO),
-        RAGRAIL_RERANKER_PORT=str(free_port()),
-        RAGRAIL_RERANKER_METRICS_PORT="-1",
-        RAGRAIL_RERANKER_LOG_FORMAT="text",
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "services.reranker"],
-        cwd=tmp_path,  # no models/reranker/ here
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = {
+        "PYTHONPATH": str(REPO),
+        "RAGRAIL_RERANKER_PORT": str(free_port()),
+        "RAGRAIL_RERANKER_METRICS_PORT": "-1",
+        "RAGRAIL_RERANKER_LOG_FORMAT": "text",
+    }
+    done = run_module("services.reranker", env, cwd=tmp_path)  # no models/reranker/ there
     assert done.returncode == 2, done.stdout + done.stderr
     assert "python -m trainers.reranker" in done.stdout
     assert "RAGRAIL_RERANKER_MODEL" in done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from typing import Any
 
 import grpc
 import pytest
@@ -31,16 +32,28 @@ def _chunk(i: int, doc: str, text: str, vector: list[float]) -> pb.Chunk:
     )
 
 
-@pytest.fixture(scope="module")
-def grpc_collection(suite) -> str:  # type: ignore[no-untyped-def]
-    target = suite.target("retriever")
-    _rpc(target, "CreateCollection", pb.CreateCollectionRequest(name="grpc_t", dimension=3))
+def _create_and_fill(target: str, collection: str) -> pb.UpsertChunksResponse:
+    """`collection` created (dimension 3) with two chunks of document a (glaciers) and one of
+    document b (tides); the upsert's reply."""
+    _rpc(target, "CreateCollection", pb.CreateCollectionRequest(name=collection, dimension=3))
     chunks = [
         _chunk(0, "a", "alpine glaciers melt in summer", [1, 0, 0]),
         _chunk(1, "a", "glacier ice flows downhill slowly", [0.9, 0.1, 0]),
         _chunk(0, "b", "ocean tides follow the moon", [0, 1, 0]),
     ]
-    _rpc(target, "UpsertChunks", pb.UpsertChunksRequest(collection="grpc_t", chunks=chunks))
+    return _rpc(
+        target, "UpsertChunks", pb.UpsertChunksRequest(collection=collection, chunks=chunks)
+    )
+
+
+def _search(target: str, collection: str = "grpc_t", **request: Any) -> pb.SearchResponse:
+    return _rpc(target, "Search", pb.SearchRequest(collection=collection, **request))
+
+
+@pytest.fixture(scope="module")
+def grpc_collection(suite) -> str:  # type: ignore[no-untyped-def]
+    target = suite.target("retriever")
+    _create_and_fill(target, "grpc_t")
     return target
 
 
@@ -52,32 +65,18 @@ def test_upserting_the_same_ids_twice_leaves_one_copy(grpc_collection) -> None: 
 
 
 def test_modes_rank_by_their_own_signal(grpc_collection) -> None:  # type: ignore[no-untyped-def]
-    dense = _rpc(
-        grpc_collection,
-        "Search",
-        pb.SearchRequest(
-            collection="grpc_t", query_vector=[0, 1, 0], mode=pb.SEARCH_MODE_DENSE, fetch_k=1
-        ),
-    )
+    dense = _search(grpc_collection, query_vector=[0, 1, 0], mode=pb.SEARCH_MODE_DENSE, fetch_k=1)
     assert dense.hits[0].chunk.id == "b-0" and dense.hits[0].dense_rank == 1
-    sparse = _rpc(
-        grpc_collection,
-        "Search",
-        pb.SearchRequest(
-            collection="grpc_t", query_text="glacier ice", mode=pb.SEARCH_MODE_SPARSE, fetch_k=3
-        ),
+    sparse = _search(
+        grpc_collection, query_text="glacier ice", mode=pb.SEARCH_MODE_SPARSE, fetch_k=3
     )
     assert sparse.hits[0].chunk.id == "a-1" and sparse.hits[0].sparse_score > 0
-    hybrid = _rpc(
+    hybrid = _search(
         grpc_collection,
-        "Search",
-        pb.SearchRequest(
-            collection="grpc_t",
-            query_text="moon tides",
-            query_vector=[0, 1, 0],
-            fetch_k=2,
-            filter=dict_to_struct({"document_id": "b"}),
-        ),
+        query_text="moon tides",
+        query_vector=[0, 1, 0],
+        fetch_k=2,
+        filter=dict_to_struct({"document_id": "b"}),
     )
     assert [h.chunk.id for h in hybrid.hits] == ["b-0"]
     assert hybrid.mode == pb.SEARCH_MODE_HYBRID and hybrid.hits[0].chunk.metadata["n"] == 0
@@ -199,16 +198,8 @@ def test_faiss_backend_serves_and_keeps_data_across_a_restart(tmp_path, index_ty
         return process
 
     def hybrid() -> pb.SearchResponse:
-        return _rpc(
-            target,
-            "Search",
-            pb.SearchRequest(
-                collection="faiss_t",
-                query_text="glacier ice",
-                query_vector=[0.9, 0.1, 0],
-                fetch_k=2,
-            ),
-        )
+        vector = [0.9, 0.1, 0]
+        return _search(target, "faiss_t", query_text="glacier ice", query_vector=vector, fetch_k=2)
 
     target = f"127.0.0.1:{port}"
     process = start()
@@ -216,16 +207,7 @@ def test_faiss_backend_serves_and_keeps_data_across_a_restart(tmp_path, index_ty
         info = _rpc(target, "Info", common_pb2.InfoRequest())
         assert info.service.backend == "faiss"
         assert info.service.details["index_type"] == index_type
-        _rpc(target, "CreateCollection", pb.CreateCollectionRequest(name="faiss_t", dimension=3))
-        chunks = [
-            _chunk(0, "a", "alpine glaciers melt in summer", [1, 0, 0]),
-            _chunk(1, "a", "glacier ice flows downhill slowly", [0.9, 0.1, 0]),
-            _chunk(0, "b", "ocean tides follow the moon", [0, 1, 0]),
-        ]
-        upserted = _rpc(
-            target, "UpsertChunks", pb.UpsertChunksRequest(collection="faiss_t", chunks=chunks)
-        )
-        assert upserted.upserted == 3
+        assert _create_and_fill(target, "faiss_t").upserted == 3
         before = hybrid()
         assert [h.chunk.id for h in before.hits] == ["a-1", "a-0"]
         assert (before.hits[0].dense_rank, before.hits[0].sparse_rank) == (1, 1)

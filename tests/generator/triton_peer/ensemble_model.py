@@ -9,50 +9,25 @@ empty one with the COMPLETE_FINAL flag. Generation is peer_llm's llama.cpp model
 
 from __future__ import annotations
 
-import json
-import threading
 from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from peer_llm import PeerLLM, PeerSampling, scalar, strings
+from peer_llm import PeerModel, read_sampling, scalar, strings, tensor
+
+# PeerSampling's fields -> the ensemble's inputs.
+SAMPLING = {
+    **{name: name for name in ("max_tokens", "temperature", "top_p", "top_k")},
+    "repetition_penalty": "repetition_penalty",
+    "seed": "random_seed",
+    "stop": "stop_words",
+}
 
 
-def tensor(request: Any, name: str) -> Any:
-    found = pb_utils.get_input_tensor_by_name(request, name)
-    return None if found is None else found.as_numpy()
-
-
-class TritonPythonModel:
-    def initialize(self, args: dict[str, Any]) -> None:
-        self.model_name = json.loads(args["model_config"])["name"]
-        self.llm = PeerLLM()
-
-    def execute(self, requests: list[Any]) -> None:
-        for request in requests:
-            threading.Thread(target=self.run, args=(request,), daemon=True).start()
-
-    def run(self, request: Any) -> None:
-        sender = request.get_response_sender()
-        try:
-            self.answer(request, sender)
-        except Exception as exc:
-            sender.send(
-                pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
-                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-            )
-
+class TritonPythonModel(PeerModel):
     def answer(self, request: Any, sender: Any) -> None:
         prompts = strings(tensor(request, "text_input"))
-        sampling = PeerSampling(
-            max_tokens=int(scalar(tensor(request, "max_tokens"), 16)),
-            temperature=float(scalar(tensor(request, "temperature"), 1.0)),
-            top_p=float(scalar(tensor(request, "top_p"), 1.0)),
-            top_k=int(scalar(tensor(request, "top_k"), 0)),
-            repetition_penalty=float(scalar(tensor(request, "repetition_penalty"), 1.0)),
-            seed=scalar(tensor(request, "random_seed"), None),
-            stop=strings(tensor(request, "stop_words")),
-        )
+        sampling = read_sampling(request, SAMPLING, max_tokens=16)
         stream = bool(scalar(tensor(request, "stream"), False))
 
         def response(text: str) -> Any:

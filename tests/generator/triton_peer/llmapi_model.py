@@ -11,17 +11,18 @@ Generation is peer_llm's llama.cpp model instead of TensorRT-LLM.
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 import yaml
-from peer_llm import PeerLLM, PeerSampling, scalar, strings
+from peer_llm import PeerModel, read_sampling, scalar, strings, tensor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# PeerSampling's fields -> the model's sampling_param_* inputs (no repetition penalty).
+FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop")
+SAMPLING = {field: f"sampling_param_{field}" for field in FIELDS}
 
 
 def triton_config() -> dict[str, Any]:
@@ -29,12 +30,9 @@ def triton_config() -> dict[str, Any]:
         return dict(yaml.safe_load(file)["triton_config"])
 
 
-def tensor(request: Any, name: str) -> Any:
-    found = pb_utils.get_input_tensor_by_name(request, name)
-    return None if found is None else found.as_numpy()
+class TritonPythonModel(PeerModel):
+    error_prefix = "Error generating request: "
 
-
-class TritonPythonModel:
     @classmethod
     def auto_complete_config(cls, config: Any) -> Any:
         settings = triton_config()
@@ -43,37 +41,14 @@ class TritonPythonModel:
         return config
 
     def initialize(self, args: dict[str, Any]) -> None:
-        self.model_name = json.loads(args["model_config"])["name"]
         self.decoupled = bool(triton_config()["decoupled"])
-        self.llm = PeerLLM()
-
-    def execute(self, requests: list[Any]) -> None:
-        for request in requests:
-            threading.Thread(target=self.run, args=(request,), daemon=True).start()
-
-    def run(self, request: Any) -> None:
-        sender = request.get_response_sender()
-        try:
-            self.answer(request, sender)
-        except Exception as exc:
-            error = pb_utils.TritonError(f"Error generating request: {exc}")
-            sender.send(
-                pb_utils.InferenceResponse(error=error),
-                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-            )
+        super().initialize(args)
 
     def answer(self, request: Any, sender: Any) -> None:
         prompts = strings(tensor(request, "text_input"))
         if not prompts:
             raise ValueError("text_input is missing from the request")
-        sampling = PeerSampling(
-            max_tokens=int(scalar(tensor(request, "sampling_param_max_tokens"), 32)),
-            temperature=float(scalar(tensor(request, "sampling_param_temperature"), 1.0)),
-            top_p=float(scalar(tensor(request, "sampling_param_top_p"), 1.0)),
-            top_k=int(scalar(tensor(request, "sampling_param_top_k"), 0)),
-            seed=scalar(tensor(request, "sampling_param_seed"), None),
-            stop=strings(tensor(request, "sampling_param_stop")),
-        )
+        sampling = read_sampling(request, SAMPLING, max_tokens=32)
         streaming = bool(scalar(tensor(request, "streaming"), False))
         if streaming and not self.decoupled:
             raise ValueError("Streaming is only supported in decoupled mode.")

@@ -10,6 +10,9 @@ client went away (Triton's request cancellation).
 Every finished request is appended to the JSON-lines file PEER_EVENTS, if set, so tests can
 see what the server did: {"model", "request_id", "end": stop|length|cancelled, "pieces"
 (text pieces streamed, about one per token), "sampling"}.
+
+What the two models do alike is PeerModel's: each answers a request on a thread of its own and
+turns an exception into the request's final error response.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import triton_python_backend_utils as pb_utils
 from llama_cpp import Llama
 
 
@@ -120,3 +124,58 @@ def strings(array: Any) -> list[str]:
     if array is None:
         return []
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in array.reshape(-1)]
+
+
+def read_sampling(request: Any, names: dict[str, str], max_tokens: int) -> PeerSampling:
+    """A request's sampling: `names` maps PeerSampling's fields to the model's input names; a
+    field it leaves out, or an input the request leaves out, keeps PeerSampling's default
+    (`max_tokens`: the model's own)."""
+
+    def value(field: str, default: Any) -> Any:
+        return scalar(tensor(request, names[field]), default) if field in names else default
+
+    return PeerSampling(
+        max_tokens=int(value("max_tokens", max_tokens)),
+        temperature=float(value("temperature", 1.0)),
+        top_p=float(value("top_p", 1.0)),
+        top_k=int(value("top_k", 0)),
+        repetition_penalty=float(value("repetition_penalty", 1.0)),
+        seed=value("seed", None),
+        stop=strings(tensor(request, names["stop"])),
+    )
+
+
+def tensor(request: Any, name: str) -> Any:
+    """The input `name` of a Triton request as a numpy array, or None when it was left out."""
+    found = pb_utils.get_input_tensor_by_name(request, name)
+    return None if found is None else found.as_numpy()
+
+
+class PeerModel:
+    """A decoupled Triton Python model on PeerLLM: `execute` returns at once, each request is
+    answered by `answer` on a thread of its own, and an exception there is sent as the
+    request's final response, an error (its message after `error_prefix`)."""
+
+    error_prefix = ""
+
+    def initialize(self, args: dict[str, Any]) -> None:
+        self.model_name = json.loads(args["model_config"])["name"]
+        self.llm = PeerLLM()
+
+    def execute(self, requests: list[Any]) -> None:
+        for request in requests:
+            threading.Thread(target=self.run, args=(request,), daemon=True).start()
+
+    def run(self, request: Any) -> None:
+        sender = request.get_response_sender()
+        try:
+            self.answer(request, sender)
+        except Exception as exc:
+            error = pb_utils.TritonError(f"{self.error_prefix}{exc}")
+            sender.send(
+                pb_utils.InferenceResponse(error=error),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
+
+    def answer(self, request: Any, sender: Any) -> None:
+        raise NotImplementedError
