@@ -134,6 +134,11 @@ def call_metadata(settings: GrpcSecuritySettings) -> tuple[tuple[str, str], ...]
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
+# What a server interceptor is given to call the rest of the chain (the next interceptor, then
+# the method's handler).
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
+
+
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls without the shared bearer token (UNAUTHENTICATED), except health/reflection."""
 
@@ -142,9 +147,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         self._on_reject = on_reject
 
     async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         if details.method.startswith(OPEN_METHODS):
             return await continuation(details)

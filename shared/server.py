@@ -26,7 +26,12 @@ from opentelemetry import trace
 
 from shared import metrics
 from shared.errors import RagrailError
-from shared.grpc_security import GrpcSecuritySettings, TokenAuthInterceptor, server_credentials
+from shared.grpc_security import (
+    Continuation,
+    GrpcSecuritySettings,
+    TokenAuthInterceptor,
+    server_credentials,
+)
 from shared.logging import configure_logging
 from shared.settings import ServiceSettings
 from shared.tracing import incoming_context, setup_tracing, shutdown_tracing, tracer
@@ -88,9 +93,7 @@ class ErrorsAndMetricsInterceptor(grpc.aio.ServerInterceptor):
         self.service = service
 
     async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
         if handler is None:

@@ -24,9 +24,7 @@ from ragrail.launcher.models import (
 from ragrail.launcher.services import SERVICES, Child, is_ready
 from ragrail.launcher.training import (
     GUARD_TRAINING,
-    READER_TRAIN_MINUTES,
     READER_TRAINING,
-    TRAIN_MINUTES,
     FirstStartTraining,
     Training,
     training_command,
@@ -154,23 +152,26 @@ class Supervisor:
             return
         if not needs_guard_training():
             return
-        if not self.train:
-            self.say(
-                "no guard model found, neither trained under "
-                f"{registry.models_root() / GUARD_ROLE} nor published (RAGRAIL_PUBLISHED_DIR): "
-                "the rails on it let everything through until one is there; `ragrail train "
-                "guardrails --all`, or `ragrail up --train`"
-            )
-            return
-        self.training = self._train(GUARD_TRAINING, guard_model_out())
-        self.say(
-            f"training the guard model for the guardrails ({TRAIN_MINUTES} minutes on 2 "
-            f"cores; log: {self.training.log_path}); until then its rails let everything "
-            "through"
+        missing = (
+            "no guard model found, neither trained under "
+            f"{registry.models_root() / GUARD_ROLE} nor published (RAGRAIL_PUBLISHED_DIR): the "
+            "rails on it let everything through until one is there; `ragrail train guardrails "
+            "--all`, or `ragrail up --train`"
         )
+        self.training = self._train(GUARD_TRAINING, guard_model_out(), missing) or self.training
 
-    def _train(self, recipe: FirstStartTraining, out: Path) -> Training:
-        return self._spawn(training_command(out, recipe), recipe.log)
+    def _train(self, recipe: FirstStartTraining, out: Path, missing: str) -> Training | None:
+        """Starts `recipe`'s training to `out` and says so, if `ragrail up --train` asked for
+        it; else says `missing` (what is not there, how to train it) and returns None."""
+        if not self.train:
+            self.say(missing)
+            return None
+        training = self._spawn(training_command(out, recipe), recipe.log)
+        self.say(
+            f"training {recipe.what} ({recipe.minutes} minutes on 2 cores; log: "
+            f"{training.log_path}); until then {recipe.meanwhile}"
+        )
+        return training
 
     def _spawn(self, command: list[str], log_name: str) -> Training:
         log_path = self.data_dir / "logs" / log_name
@@ -195,20 +196,13 @@ class Supervisor:
             return
         if not needs_reader_training():
             return
-        if not self.train:
-            self.say(
-                "no extractive reader found, neither trained under "
-                f"{registry.models_root() / READER_ROLE} nor published: answers are the "
-                "sentence of the sources closest to the question; `ragrail train reader`, or "
-                "`ragrail up --train`"
-            )
-            return
-        self.reader_training = self._train(READER_TRAINING, reader_out())
-        self.say(
-            f"training the extractive reader for answers ({READER_TRAIN_MINUTES} minutes on 2 "
-            f"cores; log: {self.reader_training.log_path}); until then answers are the "
-            "sentence of the sources closest to the question"
+        missing = (
+            "no extractive reader found, neither trained under "
+            f"{registry.models_root() / READER_ROLE} nor published: "
+            f"{READER_TRAINING.meanwhile}; `ragrail train reader`, or `ragrail up --train`"
         )
+        started = self._train(READER_TRAINING, reader_out(), missing)
+        self.reader_training = started or self.reader_training
 
     def follow_reader_training(self) -> None:
         """Says when the reader's training has ended; the gateway loads a new reader itself."""

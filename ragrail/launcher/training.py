@@ -40,19 +40,35 @@ READER_TRAIN_MINUTES = "about 17"
 @dataclass(frozen=True)
 class FirstStartTraining:
     """A trainer `ragrail up` runs on a first start: its module, the variable that replaces
-    its default arguments, and its log's name."""
+    its default arguments, and its log's name; and, for what `ragrail up` says when it starts
+    it, what it trains, how long it takes, and how the services answer until it is done."""
 
     module: str
     args_env: str
     default_args: tuple[str, ...]
     log: str
+    what: str = ""
+    minutes: str = ""
+    meanwhile: str = ""
 
 
 GUARD_TRAINING = FirstStartTraining(
-    "trainers.guardrails", TRAIN_ARGS_ENV, DEFAULT_TRAIN_ARGS, TRAIN_LOG
+    "trainers.guardrails",
+    TRAIN_ARGS_ENV,
+    DEFAULT_TRAIN_ARGS,
+    TRAIN_LOG,
+    what="the guard model for the guardrails",
+    minutes=TRAIN_MINUTES,
+    meanwhile="its rails let everything through",
 )
 READER_TRAINING = FirstStartTraining(
-    "trainers.reader", READER_TRAIN_ARGS_ENV, DEFAULT_READER_TRAIN_ARGS, READER_TRAIN_LOG
+    "trainers.reader",
+    READER_TRAIN_ARGS_ENV,
+    DEFAULT_READER_TRAIN_ARGS,
+    READER_TRAIN_LOG,
+    what="the extractive reader for answers",
+    minutes=READER_TRAIN_MINUTES,
+    meanwhile="answers are the sentence of the sources closest to the question",
 )
 
 

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 NO_QUERY = "(no query)"
 # NeMo Guardrails library flows that prompt the LLM (config.yml `models`, type main).
 LLM_FLOW_PREFIXES = ("self check",)
+# A check's conversation, as the service passes it: {"role", "content"} dicts, oldest first.
+Messages = list[dict[str, str]]
 
 
 def _ms(started: float) -> float:
@@ -65,7 +67,7 @@ def flow_values(
     return values
 
 
-def last_question(messages: list[dict[str, str]]) -> str:
+def last_question(messages: Messages) -> str:
     """What an output check takes for the user's question: the last user message."""
     users = [m["content"] for m in messages if m.get("role") == "user"]
     return users[-1] if users else NO_QUERY
@@ -98,18 +100,14 @@ class Engine(ABC):
         return speculating(self.known_flows[stage], self.rail_actions, values)
 
     @abstractmethod
-    async def check_input(self, messages: list[dict[str, str]]) -> Check: ...
+    async def check_input(self, messages: Messages) -> Check: ...
 
     @abstractmethod
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]: ...
 
     @abstractmethod
     async def check_output(
-        self,
-        messages: list[dict[str, str]],
-        answer: str,
-        context: list[str],
-        grounded: bool = False,
+        self, messages: Messages, answer: str, context: list[str], grounded: bool = False
     ) -> Check:
         """`grounded`: the caller found every sentence of the answer supported by `context`
         (the grounding rail takes that instead of scoring it again)."""
@@ -276,32 +274,38 @@ class NemoEngine(Engine):
             return str(messages[-1].get("content") or "")
         return str(messages or "")
 
-    async def check_input(self, messages: list[dict[str, str]]) -> Check:
-        started = time.perf_counter()
-        if not self.input_rails:
-            return Check(ms=_ms(started))
+    async def _check(
+        self,
+        stage: str,
+        conversation: list[dict[str, Any]],
+        text: str,
+        values: dict[str, Any],
+        started: float,
+    ) -> Check:
+        """An input or output check (`stage`): `conversation` through the stage's rails, `text`
+        the text checked, `values` its flows' variables (speculation.py); timed from
+        `started`."""
+        rails = self.input_rails if stage == "input" else self.output_rails
         failures: list[tuple[str, str]] = []
-        values = flow_values(messages[-1]["content"])
         try:
-            with self.speculating("input", values):
-                response = await self._run(self.llmrails, messages, ["input"], failures)
+            with self.speculating(stage, values):
+                response = await self._run(self.llmrails, conversation, [stage], failures)
         except Exception as exc:
-            check = self._failed("input", self.input_rails, exc, failures)
+            check = self._failed(stage, rails, exc, failures)
         else:
-            check = decide(
-                messages[-1]["content"],
-                self._content(response),
-                self._activations(response, failures),
-            )
+            check = decide(text, self._content(response), self._activations(response, failures))
         check.ms = _ms(started)
         return check
 
+    async def check_input(self, messages: Messages) -> Check:
+        started = time.perf_counter()
+        if not self.input_rails:
+            return Check(ms=_ms(started))
+        text = messages[-1]["content"]
+        return await self._check("input", messages, text, flow_values(text), started)
+
     async def check_output(
-        self,
-        messages: list[dict[str, str]],
-        answer: str,
-        context: list[str],
-        grounded: bool = False,
+        self, messages: Messages, answer: str, context: list[str], grounded: bool = False
     ) -> Check:
         started = time.perf_counter()
         if not self.output_rails:
@@ -310,17 +314,8 @@ class NemoEngine(Engine):
         history = [{"role": "context", "content": variables}]
         history += messages or [{"role": "user", "content": NO_QUERY}]
         history.append({"role": "assistant", "content": answer})
-        failures: list[tuple[str, str]] = []
         values = flow_values(answer, context, (), last_question(messages), grounded)
-        try:
-            with self.speculating("output", values):
-                response = await self._run(self.llmrails, history, ["output"], failures)
-        except Exception as exc:
-            check = self._failed("output", self.output_rails, exc, failures)
-        else:
-            check = decide(answer, self._content(response), self._activations(response, failures))
-        check.ms = _ms(started)
-        return check
+        return await self._check("output", history, answer, values, started)
 
     async def check_retrieval(self, query: str, chunks: list[str]) -> list[Check]:
         if not self.retrieval_rails or not chunks:
@@ -383,19 +378,10 @@ class DirectEngine(Engine):
                     f"{sorted(variables)} are known; use RAGRAIL_GUARDRAILS_ENGINE=nemo"
                 )
 
-    async def _call(
-        self,
-        flow: Flow,
-        text: str = "",
-        context: Any = (),
-        chunks: Any = (),
-        question: str | None = None,
-        grounded: bool = False,
-    ) -> dict[str, Any] | Any:
+    async def _call(self, flow: Flow, values: dict[str, Any]) -> dict[str, Any] | Any:
         """The flow's action with the flow's parameters: its Colang variables replaced by
-        the text, context or chunks of this check (flow_values)."""
-        params = flow.bind(flow_values(text, context, chunks, question, grounded))
-        return await self.actions[flow.action](**params)
+        `values`, the text, context or chunks of this check (flow_values)."""
+        return await self.actions[flow.action](**flow.bind(values))
 
     async def _chain(
         self,
@@ -412,9 +398,8 @@ class DirectEngine(Engine):
             for flow in flows:
                 t = time.perf_counter()
                 try:
-                    value = await self._call(
-                        self.flows[flow], text, context, question=question, grounded=grounded
-                    )
+                    values = flow_values(text, context, (), question, grounded)
+                    value = await self._call(self.flows[flow], values)
                     outcome = Outcome.of_action_value(value)
                 except Exception as exc:  # NeMo's library action; ours never raise
                     log.error("rail failed", exc_info=exc, extra={"rail": flow})
@@ -434,15 +419,11 @@ class DirectEngine(Engine):
         check.ms = _ms(started)
         return check
 
-    async def check_input(self, messages: list[dict[str, str]]) -> Check:
+    async def check_input(self, messages: Messages) -> Check:
         return await self._chain("input", messages[-1]["content"], [])
 
     async def check_output(
-        self,
-        messages: list[dict[str, str]],
-        answer: str,
-        context: list[str],
-        grounded: bool = False,
+        self, messages: Messages, answer: str, context: list[str], grounded: bool = False
     ) -> Check:
         return await self._chain(
             "output", answer, context, question=last_question(messages), grounded=grounded
@@ -454,7 +435,7 @@ class DirectEngine(Engine):
         with self.speculating("retrieval", flow_values(chunks=chunks)):
             for flow in self.retrieval_rails:
                 t = time.perf_counter()
-                value = await self._call(self.flows[flow], chunks=current)
+                value = await self._call(self.flows[flow], flow_values(chunks=current))
                 per_rail.append((flow, _ms(t), value["outcomes"]))
                 current = list(value["chunks"])
         return chunk_checks(chunks, current, per_rail)

@@ -16,7 +16,7 @@ from shared.models.cross_encoder import (
     find_reranker,
 )
 from shared.models.remote import RemoteServer
-from shared.models.remote_ranker import NimRanker, RerankRanker
+from shared.models.remote_ranker import NimRanker, RemoteRanker, RerankRanker
 from shared.models.service import load_model, onnx_on_cpu
 
 
@@ -50,24 +50,27 @@ def onnx(settings: RerankerSettings) -> CrossEncoder:
     )
 
 
-def rerank(settings: RerankerSettings) -> CrossEncoder:
-    """A /rerank server (TEI, infinity, Cohere, ...) at RAGRAIL_RERANKER_REMOTE_URL."""
-    return RerankRanker(
+def _remote(
+    ranker: Callable[..., RemoteRanker], settings: RerankerSettings, **options: str
+) -> CrossEncoder:
+    """`ranker` on the model server at RAGRAIL_RERANKER_REMOTE_URL, with the batching and
+    window every remote backend takes and `options`, its own."""
+    return ranker(
         RemoteServer(settings, "reranker"),
-        field=settings.remote_documents_field,
         batch_size=settings.remote_batch_size,
         max_length=settings.max_length,
+        **options,
     )
+
+
+def rerank(settings: RerankerSettings) -> CrossEncoder:
+    """A /rerank server (TEI, infinity, Cohere, ...) at RAGRAIL_RERANKER_REMOTE_URL."""
+    return _remote(RerankRanker, settings, field=settings.remote_documents_field)
 
 
 def nim(settings: RerankerSettings) -> CrossEncoder:
     """NVIDIA NIM's /v1/ranking at RAGRAIL_RERANKER_REMOTE_URL (ending in /v1)."""
-    return NimRanker(
-        RemoteServer(settings, "reranker"),
-        truncate=settings.remote_truncate,
-        batch_size=settings.remote_batch_size,
-        max_length=settings.max_length,
-    )
+    return _remote(NimRanker, settings, truncate=settings.remote_truncate)
 
 
 BACKENDS: dict[str, Callable[[RerankerSettings], CrossEncoder]] = {

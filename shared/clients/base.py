@@ -19,6 +19,8 @@ from shared.grpc_security import secure_or_plain_channel
 from shared.tracing import outgoing_metadata
 
 StubT = TypeVar("StubT")
+# Metadata a caller adds to one call: (key, value) pairs, as gRPC takes them.
+Metadata = tuple[tuple[str, str], ...]
 
 # gRPC's own retry machinery: only UNAVAILABLE (the call never reached a handler, or the
 # peer is restarting) is retried; every ragrail RPC is idempotent or read-only.
@@ -101,12 +103,7 @@ class ServiceClient(Generic[StubT]):
         self._watcher: asyncio.Task[None] | None = None
 
     async def call(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout_s: float | None = None,
-        metadata: tuple[tuple[str, str], ...] = (),
+        self, method: str, request: Any, *, timeout_s: float | None = None, metadata: Metadata = ()
     ) -> Any:
         rpc = getattr(self.stub, method)
         timeout = timeout_s or self.timeout_s
@@ -168,12 +165,7 @@ class ServiceClient(Generic[StubT]):
                 self._reconnected()
 
     async def stream(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout_s: float | None = None,
-        metadata: tuple[tuple[str, str], ...] = (),
+        self, method: str, request: Any, *, timeout_s: float | None = None, metadata: Metadata = ()
     ) -> AsyncIterator[Any]:
         timeout = timeout_s or self.timeout_s
         deadline = time.monotonic() + timeout

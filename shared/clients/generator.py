@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
 
-from shared.clients.base import TypedClient
+from shared.clients.base import Metadata, TypedClient
 from shared.proto.ragrail.v1 import common_pb2, generator_pb2, generator_pb2_grpc
 
 # (role, content) of one chat message; a NamedTuple such as the gateway's Turn fits.
@@ -35,15 +36,8 @@ class Sampling:
     repetition_penalty: float | None = None
 
     def to_proto(self) -> generator_pb2.SamplingParams:
-        return generator_pb2.SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_tokens=self.max_tokens,
-            stop=self.stop,
-            seed=self.seed,
-            repetition_penalty=self.repetition_penalty,
-        )
+        # Field for field: the message's fields have these names (None leaves one unset).
+        return generator_pb2.SamplingParams(**dataclasses.asdict(self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +184,7 @@ class GeneratorClient(TypedClient[generator_pb2_grpc.GeneratorStub]):
         *,
         request_id: str = "",
         timeout_s: float | None = None,
-        metadata: tuple[tuple[str, str], ...] = (),
+        metadata: Metadata = (),
     ) -> AsyncIterator[StreamChunk]:
         """The answer as it is generated; closing the iterator cancels the call."""
         chunks = self.rpc.stream(

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from services.gateway.collections import protocol
 from services.gateway.collections.serving import CollectionsServing
 from services.gateway.http.access import authorize, get_principal
-from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.errors import error_responses
 from services.gateway.http.principals import Action, Principal
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
@@ -23,7 +23,7 @@ async def get_collections(request: Request) -> CollectionsServing:
     "",
     status_code=201,
     response_model=protocol.Collection,
-    responses={403: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+    responses=error_responses([403, 409]),
 )
 async def create_collection(
     body: protocol.CollectionCreate,
@@ -44,9 +44,7 @@ async def list_collections(
     return protocol.CollectionList(collections=await collections.readable(principal))
 
 
-@router.get(
-    "/{name}", response_model=protocol.Collection, responses={404: {"model": ErrorResponse}}
-)
+@router.get("/{name}", response_model=protocol.Collection, responses=error_responses([404]))
 async def get_collection(
     request: Request,
     name: str = NamePath,
@@ -59,7 +57,7 @@ async def get_collection(
 @router.delete(
     "/{name}",
     status_code=204,
-    responses={403: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    responses=error_responses([403, 404]),
 )
 async def delete_collection(
     request: Request,

@@ -13,7 +13,7 @@ from services.gateway.documents.serving import DocumentsServing
 from services.gateway.http.access import authorize, check_access_lists, get_principal
 from services.gateway.http.deps import get_settings
 from services.gateway.http.disconnect import cancel_on_disconnect
-from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.errors import error_responses
 from services.gateway.http.principals import Action, Principal
 from services.gateway.http.validation import INT32_MAX
 from services.gateway.settings import GatewaySettings
@@ -28,18 +28,17 @@ async def get_documents(request: Request) -> DocumentsServing:
 
 
 CollectionQuery = Query(pattern=COLLECTION_NAME, description="Collection name.")
+# What reading an ingest request may answer, on both ingest endpoints (read_ingest_request).
+INGEST_ERRORS = {404: "Unknown collection.", 413: "Request body too large."}
 
 
 @router.post(
     "",
     response_model=protocol.IngestResponse,
     openapi_extra=protocol.INGEST_BODY,
-    responses={
-        404: {"model": ErrorResponse, "description": "Unknown collection."},
-        413: {"model": ErrorResponse, "description": "Request body too large."},
-        415: {"model": ErrorResponse, "description": "Unsupported file type."},
-        422: {"model": ErrorResponse, "description": "Invalid parameters or document."},
-    },
+    responses=error_responses(
+        {**INGEST_ERRORS, 415: "Unsupported file type.", 422: "Invalid parameters or document."}
+    ),
 )
 async def ingest_documents(
     request: Request,
@@ -73,7 +72,7 @@ async def authorize_ingest(
     await documents.check_replacements(principal, ingest)
 
 
-@router.get("", response_model=protocol.DocumentList, responses={404: {"model": ErrorResponse}})
+@router.get("", response_model=protocol.DocumentList, responses=error_responses([404]))
 async def list_documents(
     request: Request,
     collection: str = CollectionQuery,
@@ -100,7 +99,7 @@ async def list_documents(
 @router.delete(
     "/{document_id:path}",
     response_model=protocol.DeleteResult,
-    responses={404: {"model": ErrorResponse}},
+    responses=error_responses([404]),
 )
 async def delete_document(
     request: Request,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,6 +26,16 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
+
+
+def error_responses(statuses: Iterable[int] | Mapping[int, str]) -> dict[int | str, Any]:
+    """An endpoint's `responses=`: each status answered with an ErrorResponse, described where
+    `statuses` maps it to a description."""
+    described = statuses if isinstance(statuses, Mapping) else dict.fromkeys(statuses, "")
+    return {
+        status: {"model": ErrorResponse, "description": text} if text else {"model": ErrorResponse}
+        for status, text in described.items()
+    }
 
 
 class PayloadTooLarge(RagrailError):

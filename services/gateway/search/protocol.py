@@ -92,21 +92,9 @@ class SearchHit(BaseModel):
 
     @classmethod
     def of(cls, p: Passage) -> SearchHit:
-        # Validated construction: in pydantic v2 it is faster than model_construct.
-        return cls(
-            chunk_id=p.chunk_id,
-            document_id=p.document_id,
-            document_name=p.document_name,
-            chunk_index=p.chunk_index,
-            text=p.text,
-            score=p.score,
-            dense_score=p.dense_score,
-            sparse_score=p.sparse_score,
-            rerank_score=p.rerank_score,
-            page=p.page,
-            pages=p.pages,
-            metadata=p.metadata,
-        )
+        # Each field from the passage's attribute of the same name. Validated construction:
+        # in pydantic v2 it is faster than model_construct.
+        return cls(**{name: getattr(p, name) for name in cls.model_fields})
 
 
 class SearchTimings(BaseModel):

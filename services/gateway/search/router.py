@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from services.gateway.http.access import authorize, document_filter
 from services.gateway.http.clients import Services
 from services.gateway.http.deps import get_services, get_settings
-from services.gateway.http.errors import ErrorResponse
+from services.gateway.http.errors import error_responses
 from services.gateway.http.principals import Action
 from services.gateway.search import protocol
 from services.gateway.search.plan import RetrievalPlan
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 @router.post(
     "/search",
     response_model=protocol.SearchResponse,
-    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+    responses=error_responses([404, 409]),
 )
 async def search(
     body: protocol.SearchRequest,

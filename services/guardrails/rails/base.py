@@ -154,6 +154,20 @@ class Flow:
     # as the check begins, beside the flows before it (services/guardrails/speculation.py).
     speculative: bool = False
 
+    @classmethod
+    def with_source(
+        cls,
+        name: str,
+        stage: Literal["input", "output"],
+        action: str,
+        *,
+        speculative: bool = False,
+    ) -> Flow:
+        """A flow of a rail that checks both the message and the answer and is told which:
+        the stage's text as `text`, the stage's name as `source`."""
+        params = {**DEFAULT_PARAMS[stage], "source": stage}
+        return cls(name, stage, action, params, speculative=speculative)
+
     def call_params(self) -> dict[str, str]:
         return dict(self.params) or dict(DEFAULT_PARAMS[self.stage])
 
@@ -243,6 +257,14 @@ class Rail:
     @property
     def flows_file(self) -> Path | None:
         return None if self.folder is None else self.folder / "flows.co"
+
+
+def input_rail(name: str, settings: type[RailSettings], load: Loader, folder: Path) -> Rail:
+    """The spec of a rail of one input flow named after the rail, as docs/adding-a-rail.md
+    builds `max_urls` in full: flow `ragrail <name>` (underscores as spaces) executing the
+    action `ragrail_<name>` on the user's message."""
+    flow = Flow(f"ragrail {name.replace('_', ' ')}", "input", f"ragrail_{name}")
+    return Rail(name=name, settings=settings, flows=(flow,), load=load, folder=folder)
 
 
 # -- helpers for actions -------------------------------------------------------------------

@@ -11,20 +11,11 @@ RAIL = Rail(
     name="content_safety",
     settings=ContentSafetySettings,
     flows=(
-        Flow(
-            "ragrail content safety",
-            "input",
-            "ragrail_content_safety",
-            {"text": "$user_message", "source": "input"},
-        ),
-        Flow(
-            "ragrail content safety on output",
-            "output",
-            "ragrail_content_safety",
-            {"text": "$bot_message", "source": "output"},
-            # On the answer the head runs uncached (its windows), so it can start with the
-            # check; on the message it fills the cache the injection and topic rails read.
-            speculative=True,
+        Flow.with_source("ragrail content safety", "input", "ragrail_content_safety"),
+        # On the answer the head runs uncached (its windows), so it can start with the check;
+        # on the message it fills the cache the injection and topic rails read.
+        Flow.with_source(
+            "ragrail content safety on output", "output", "ragrail_content_safety", speculative=True
         ),
     ),
     load=load,

@@ -2,14 +2,8 @@
 
 from pathlib import Path
 
-from services.guardrails.rails.base import Flow, Rail
+from services.guardrails.rails.base import input_rail
 from services.guardrails.rails.limits.actions import load
 from services.guardrails.rails.limits.settings import LimitsSettings
 
-RAIL = Rail(
-    name="limits",
-    settings=LimitsSettings,
-    flows=(Flow("ragrail limits", "input", "ragrail_limits"),),
-    load=load,
-    folder=Path(__file__).parent,
-)
+RAIL = input_rail("limits", LimitsSettings, load, Path(__file__).parent)

@@ -11,20 +11,9 @@ RAIL = Rail(
     name="pii",
     settings=PiiSettings,
     flows=(
-        Flow(
-            "ragrail mask pii on input",
-            "input",
-            "ragrail_pii",
-            {"text": "$user_message", "source": "input"},
-        ),
+        Flow.with_source("ragrail mask pii on input", "input", "ragrail_pii"),
         Flow("ragrail chunk pii", "retrieval", "ragrail_chunk_pii", speculative=True),
-        Flow(
-            "ragrail mask pii on output",
-            "output",
-            "ragrail_pii",
-            {"text": "$bot_message", "source": "output"},
-            speculative=True,
-        ),
+        Flow.with_source("ragrail mask pii on output", "output", "ragrail_pii", speculative=True),
     ),
     load=load,
     folder=Path(__file__).parent,
