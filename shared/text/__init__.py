@@ -3,9 +3,11 @@
 - `sentences`: the sentence splitter (`sentence_spans`, with offsets) and the plainer
   punctuation rules some trained models were measured with;
 - `words`: tokenising words for overlap (`content_words`, `support`, `words`);
-- `qa_metrics`: answer scoring by SQuAD rules (`token_f1`, `exact`, `contained`).
+- `qa_metrics`: answer scoring by SQuAD rules (`token_f1`, `exact`, `contained`);
+- `citations`: the `[n]` marker a cited sentence ends with (`with_citation`).
 """
 
+from shared.text.citations import with_citation
 from shared.text.qa_metrics import best, contained, exact, normalize, squad_tokens, token_f1
 from shared.text.sentences import (
     STOP_BREAK,
@@ -50,5 +52,6 @@ __all__ = [
     "support",
     "token_f1",
     "windows",
+    "with_citation",
     "words",
 ]

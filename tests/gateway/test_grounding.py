@@ -11,10 +11,9 @@ from services.gateway.chat.grounding import (
     evidence_text,
     select,
     support,
-    with_citation,
 )
 from shared.extractive import split_passages
-from shared.text import sentence_around, sentence_spans
+from shared.text import sentence_around, sentence_spans, with_citation
 from tests.conftest import REPO
 
 HONEYBEE = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.text import sentence_around, sentence_spans, words
+from shared.text import sentence_around, sentence_spans, with_citation, words
 from trainers.generator.data import files_sha256, heldout, report_counts, write_jsonl
 
 # The gateway's default chat_evidence_system_prompt and chat_abstention (a test keeps them
@@ -55,10 +55,9 @@ def system_text(blocks: list[tuple[str, list[str]]]) -> str:
 
 
 def cite(answer: str, n: int) -> str:
+    """The answer cited as the gateway cites a sentence, always ending in punctuation."""
     answer = answer.strip()
-    if answer and answer[-1] in ".!?":
-        return f"{answer[:-1]} [{n}]{answer[-1]}"
-    return f"{answer} [{n}]."
+    return with_citation(answer if answer[-1:] in (".", "!", "?") else f"{answer}.", n)
 
 
 def sentences_of(text: str) -> list[str]:

@@ -264,14 +264,6 @@ def _citations_inside(text: str) -> str:
     )
 
 
-def with_citation(text: str, source: int) -> str:
-    """The sentence ending with its [n]: before the final full stop, as models write it."""
-    text = text.rstrip()
-    if text and text[-1] in ".!?":
-        return f"{text[:-1]} [{source}]{text[-1]}"
-    return f"{text} [{source}]"
-
-
 def cited_numbers(answer: str) -> set[int]:
     return {int(n) for g in CITED_NUMBERS.findall(answer) for n in re.split(r"\s*,\s*", g)}
 

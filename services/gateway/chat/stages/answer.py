@@ -35,7 +35,7 @@ from services.gateway.chat.stages.generate import Generate
 from services.gateway.chat.state import Answer, ChatState
 from services.gateway.settings import GatewaySettings
 from shared.extractive import abstains
-from shared.text import sentence_spans
+from shared.text import sentence_spans, with_citation
 
 
 class DecideAbstention(Stage):
@@ -142,7 +142,7 @@ class Extract:
     def text(self, chat: ChatState) -> str:
         # The document's own reference marks ("[6, 18]") would read as the gateway's [n].
         return " ".join(
-            grounding.with_citation(grounding.CITATION.sub("", text), source)
+            with_citation(grounding.CITATION.sub("", text), source)
             for text, source in self.parts(chat)
         )
 
@@ -182,7 +182,7 @@ class GroundedGenerate:
             return None, False
         claim = claims[0]
         if claim.supported:
-            out = grounding.with_citation(claim.text, claim.source)
+            out = with_citation(claim.text, claim.source)
             if out in kept:
                 return None, False  # a small model repeating itself
             if claim.attributed:
