@@ -38,6 +38,15 @@ _RETRY_POLICY = {
 # after shutdown starts; our own cancellation raises asyncio.CancelledError instead, never
 # this). Measured: 172 of 39,600 calls from 8 callers into 30 graceful stops were CANCELLED.
 _PEER_GONE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+# How often `call` and `stream` try a call again whose peer went away, and the pause before
+# the second try (doubled for each next one; the first is at once).
+_TRIES_AGAIN = 4
+_FIRST_PAUSE_S = 0.05
+
+
+def _left(deadline: float) -> float:
+    """The seconds left to a call until `deadline` (at least 10 ms: gRPC wants a positive one)."""
+    return max(deadline - time.monotonic(), 0.01)
 
 
 def make_channel(
@@ -106,25 +115,33 @@ class ServiceClient(Generic[StubT]):
         self, method: str, request: Any, *, timeout_s: float | None = None, metadata: Metadata = ()
     ) -> Any:
         rpc = getattr(self.stub, method)
-        timeout = timeout_s or self.timeout_s
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
         metadata = outgoing_metadata(metadata)
-        try:
-            return await rpc(request, timeout=timeout, metadata=metadata)
-        except grpc.aio.AioRpcError as exc:
-            if not await self._try_again(exc, method, deadline):
-                raise self._translate(exc, method) from None
-        try:
-            return await rpc(
-                request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise self._translate(exc, method) from None
+        tried = 0
+        while True:
+            try:
+                return await rpc(request, timeout=_left(deadline), metadata=metadata)
+            except grpc.aio.AioRpcError as exc:
+                if not await self._try_again(exc, method, deadline, tried):
+                    raise self._translate(exc, method) from None
+            tried += 1
 
-    async def _try_again(self, exc: grpc.aio.AioRpcError, method: str, deadline: float) -> bool:
-        """Whether a failed call should be made once more: its peer went away and came back
-        (a restart, or it started after us), or a replacement answers to its name."""
-        if exc.code() not in _PEER_GONE or not await self._reconnect(deadline):
+    async def _try_again(
+        self, exc: grpc.aio.AioRpcError, method: str, deadline: float, tried: int
+    ) -> bool:
+        """Whether a failed call should be made again (`tried`: how often it already was):
+        its peer went away and came back (a restart, or it started after us), or a
+        replacement answers to its name. A peer that is stopping keeps its connection open
+        through its grace period, so a call tried again at once can reach it again and be
+        cancelled again; later tries wait a little longer each, within the deadline."""
+        if exc.code() not in _PEER_GONE or tried >= _TRIES_AGAIN:
+            return False
+        if tried:
+            pause = min(_FIRST_PAUSE_S * 2 ** (tried - 1), deadline - time.monotonic())
+            if pause <= 0:
+                return False
+            await asyncio.sleep(pause)
+        if not await self._reconnect(deadline):
             return False
         metrics.CLIENT_RETRIES.labels(self.service, method).inc()
         return True
@@ -167,13 +184,13 @@ class ServiceClient(Generic[StubT]):
     async def stream(
         self, method: str, request: Any, *, timeout_s: float | None = None, metadata: Metadata = ()
     ) -> AsyncIterator[Any]:
-        timeout = timeout_s or self.timeout_s
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
         metadata = outgoing_metadata(metadata)
         rpc = getattr(self.stub, method)
-        call = rpc(request, timeout=timeout, metadata=metadata)
-        started = False
-        try:
+        tried = 0
+        while True:
+            call = rpc(request, timeout=_left(deadline), metadata=metadata)
+            started = False
             try:
                 async for item in call:
                     started = True
@@ -182,17 +199,11 @@ class ServiceClient(Generic[StubT]):
             except grpc.aio.AioRpcError as exc:
                 # Before its first item a stream can be tried again like a unary call; after
                 # it, the caller has part of an answer and must see the failure.
-                if started or not await self._try_again(exc, method, deadline):
+                if started or not await self._try_again(exc, method, deadline, tried):
                     raise self._translate(exc, method) from None
-            call.cancel()
-            call = rpc(request, timeout=max(deadline - time.monotonic(), 0.01), metadata=metadata)
-            try:
-                async for item in call:
-                    yield item
-            except grpc.aio.AioRpcError as exc:
-                raise self._translate(exc, method) from None
-        finally:
-            call.cancel()
+            finally:
+                call.cancel()
+            tried += 1
 
     async def health(self, timeout_s: float = 2.0) -> str:
         """The peer's overall health status name: SERVING, NOT_SERVING, or UNAVAILABLE."""

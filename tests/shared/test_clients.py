@@ -42,7 +42,10 @@ CALLS = {"unary": unary_call, "stream": first_item_of_a_stream}
 async def calls_while_stopping(
     client: ServiceClient, old: grpc.aio.Server, kind: str = "unary"
 ) -> Counter[str]:
-    """Eight callers in a loop; the old server stops gracefully 0.3 s in."""
+    """Eight callers in a loop; the old server stops gracefully 0.3 s in, with a grace shorter
+    than the calls' deadline, as deployed (shutdown_grace_s 10 s, clients' 30 s): a call the
+    stopping server holds to the end of its grace is then cancelled and tried again, where
+    with equal times its deadline could fire first (1 stream in ~11,000 did in CI)."""
     outcomes: Counter[str] = Counter()
     stop = asyncio.Event()
 
@@ -57,7 +60,7 @@ async def calls_while_stopping(
 
     callers = [asyncio.create_task(caller()) for _ in range(8)]
     await asyncio.sleep(0.3)
-    await old.stop(5)
+    await old.stop(2)
     await asyncio.sleep(0.3)
     stop.set()
     await asyncio.gather(*callers)
