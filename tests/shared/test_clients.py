@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import grpc
 import pytest
@@ -110,3 +111,39 @@ async def test_a_peer_never_started_fails_fast_as_unavailable() -> None:
             await client.call("Check", health_pb2.HealthCheckRequest(), timeout_s=5)
     finally:
         await client.close()
+
+
+class CancelledFirst(health_async.HealthServicer):
+    """A health service that cancels its first `times` checks, as a server that has begun to
+    shut down does with calls that reach it."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__()
+        self.left = times
+
+    async def Check(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if self.left:
+            self.left -= 1
+            await context.abort(grpc.StatusCode.CANCELLED, "shutting down")
+        return await super().Check(request, context)
+
+
+@pytest.mark.parametrize(("cancelled", "answered"), [(3, True), (5, False)])
+async def test_a_call_cancelled_by_its_peer_is_tried_again_a_few_times(
+    cancelled: int, answered: bool
+) -> None:
+    # Four tries after the first: a stopping peer can cancel the same call more than once.
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(CancelledFirst(cancelled), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = ServiceClient("probe", f"127.0.0.1:{port}", health_pb2_grpc.HealthStub)
+    try:
+        if answered:
+            await client.call("Check", health_pb2.HealthCheckRequest(), timeout_s=5)
+        else:
+            with pytest.raises(Unavailable, match=r"unavailable \(shutting down\)"):
+                await client.call("Check", health_pb2.HealthCheckRequest(), timeout_s=5)
+    finally:
+        await client.close()
+        await server.stop(0)
