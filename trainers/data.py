@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -437,8 +438,6 @@ def shuffled_steps(n: int, args: Any, desc: str, losses: list[float]) -> Iterato
     """The rows of each training step: every one of `args.epochs` epochs a permutation of the
     n rows (seeded by `args.seed`) cut into batches of `args.batch_size`. The caller appends
     each step's loss to `losses`; a progress bar on stderr counts the steps and shows it."""
-    import sys
-
     import torch
     from tqdm import tqdm
 

@@ -47,9 +47,9 @@ class FirstStartTraining:
     args_env: str
     default_args: tuple[str, ...]
     log: str
-    what: str = ""
-    minutes: str = ""
-    meanwhile: str = ""
+    what: str
+    minutes: str
+    meanwhile: str
 
 
 GUARD_TRAINING = FirstStartTraining(
