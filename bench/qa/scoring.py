@@ -3,18 +3,15 @@ abstention, tokens and latency."""
 
 from __future__ import annotations
 
-import re
 import statistics
 
 from bench.common import percentiles
-from shared.text.qa_metrics import best, contained, exact, token_f1
-
-CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+from shared.text import best, contained, exact, token_f1, without_citations
 
 
 def answer_text(content: str) -> str:
     """The answer without its [n] markers (they are not words of the answer)."""
-    return CITATION.sub("", content).strip()
+    return without_citations(content).strip()
 
 
 def score(rows: list[dict], held_rows: list[dict], gold_doc: dict[str, str]) -> dict:

@@ -4,10 +4,11 @@
   punctuation rules some trained models were measured with;
 - `words`: tokenising words for overlap (`content_words`, `support`, `words`);
 - `qa_metrics`: answer scoring by SQuAD rules (`token_f1`, `exact`, `contained`);
-- `citations`: the `[n]` marker a cited sentence ends with (`with_citation`).
+- `citations`: the `[n]` markers: writing one (`with_citation`), reading and removing them
+  (`cited`, `without_citations`).
 """
 
-from shared.text.citations import with_citation
+from shared.text.citations import with_citation, without_citations
 from shared.text.qa_metrics import best, contained, exact, normalize, squad_tokens, token_f1
 from shared.text.sentences import (
     STOP_BREAK,
@@ -53,5 +54,6 @@ __all__ = [
     "token_f1",
     "windows",
     "with_citation",
+    "without_citations",
     "words",
 ]

@@ -13,7 +13,7 @@ from services.gateway.chat.grounding import (
     support,
 )
 from shared.extractive import split_passages
-from shared.text import sentence_around, sentence_spans, with_citation
+from shared.text import citations, sentence_around, sentence_spans, with_citation
 from tests.conftest import REPO
 
 HONEYBEE = (REPO / "samples" / "corpus" / "honeybee-colonies.md").read_text()
@@ -118,6 +118,15 @@ def test_answer_sentences_and_citations() -> None:
     assert complete_sentences("Bees dance. [1") == ([], "Bees dance. [1")
     assert complete_sentences("Bees dance. [1] Th") == (["Bees dance [1]."], "Th")
     assert complete_sentences("Bees dance") == ([], "Bees dance")
+
+
+def test_citation_markers_read_and_removed_by_one_owner() -> None:
+    # The gateway's alignment and bench/qa/scoring.py both read markers here: a paper's own
+    # reference range copied into an answer is not words of it, nor a source we gave.
+    text = "Bees dance [1, 2]. Wasps do not [4-7]. Ants [3]"
+    assert citations.without_citations(text) == "Bees dance. Wasps do not. Ants"
+    assert citations.cited(text) == (1, 2, 3)
+    assert citations.citations_inside("the sun. [1][2] The") == "the sun [1][2]. The"
 
 
 def test_the_sample_corpus_has_the_waggle_dance_in_one_sentence() -> None:

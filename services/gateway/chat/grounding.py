@@ -18,11 +18,8 @@ from typing import Any, Literal
 
 from shared.extractive import Sentence
 from shared.models.reader import Answer as Span
-from shared.text import WORD, content_words, sentence_spans, support
+from shared.text import WORD, citations, content_words, sentence_spans, support
 
-# [1], [1, 2], and the reference marks of papers: [6, 18, 23], [4-7] (hyphen or en dash).
-CITATION = re.compile(r"\s*\[(\d+)(?:\s*[,\-\u2013]\s*\d+)*\]")
-CITED_NUMBERS = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 # Words at the start of a sentence that point back to the one before it.
 ANAPHORA = frozenset(
     re.findall(
@@ -215,7 +212,7 @@ class Claim:
 
 def answer_sentences(answer: str) -> list[str]:
     """The answer's sentences, each with the [n] markers that follow it."""
-    text = _citations_inside(answer.strip())
+    text = citations.citations_inside(answer.strip())
     return [text[s.start : s.end].strip() for s in sentence_spans(text, 10_000)]
 
 
@@ -224,10 +221,8 @@ def align(answer: str, sources: dict[int, str], threshold: float) -> list[Claim]
     when that supports it (ties go to the model's citation), else the best-supporting one."""
     claims = []
     for sentence in answer_sentences(answer):
-        cited = tuple(
-            int(n) for group in CITED_NUMBERS.findall(sentence) for n in re.split(r"\s*,\s*", group)
-        )
-        bare = CITATION.sub("", sentence).strip()
+        cited = citations.cited(sentence)
+        bare = citations.without_citations(sentence).strip()
         if not content_words(bare):
             continue  # "Yes." or a stray marker: nothing to ground
         scores = {n: support(bare, text) for n, text in sources.items()}
@@ -246,26 +241,12 @@ def align(answer: str, sources: dict[int, str], threshold: float) -> list[Claim]
 def complete_sentences(buffer: str) -> tuple[list[str], str]:
     """The sentences of a streamed answer that are complete (the next one has begun with a
     letter or digit, so a citation after the full stop has arrived), and the rest."""
-    text = _citations_inside(buffer)
+    text = citations.citations_inside(buffer)
     spans = sentence_spans(text, 10_000)
     if len(spans) < 2 or not text[spans[-1].start].isalnum():
         return [], buffer
     done = [text[s.start : s.end] for s in spans[:-1]]
     return done, text[spans[-1].start :]
-
-
-def _citations_inside(text: str) -> str:
-    # "... the sun. [1] The length" -> "... the sun [1]. The length": a citation after the
-    # full stop belongs to the sentence before it.
-    return re.sub(
-        r"([.!?])[ \t]*((?:\[\d+(?:\s*,\s*\d+)*\][ \t]*)+)",
-        lambda m: f" {m.group(2).strip()}{m.group(1)} ",
-        text,
-    )
-
-
-def cited_numbers(answer: str) -> set[int]:
-    return {int(n) for g in CITED_NUMBERS.findall(answer) for n in re.split(r"\s*,\s*", g)}
 
 
 def _first_word(text: str) -> str:

@@ -35,7 +35,7 @@ from services.gateway.chat.stages.generate import Generate
 from services.gateway.chat.state import Answer, ChatState
 from services.gateway.settings import GatewaySettings
 from shared.extractive import abstains
-from shared.text import sentence_spans, with_citation
+from shared.text import sentence_spans, with_citation, without_citations
 
 
 class DecideAbstention(Stage):
@@ -142,8 +142,7 @@ class Extract:
     def text(self, chat: ChatState) -> str:
         # The document's own reference marks ("[6, 18]") would read as the gateway's [n].
         return " ".join(
-            with_citation(grounding.CITATION.sub("", text), source)
-            for text, source in self.parts(chat)
+            with_citation(without_citations(text), source) for text, source in self.parts(chat)
         )
 
     async def complete(self, chat: ChatState) -> None:
@@ -211,7 +210,7 @@ class GroundedGenerate:
         if (
             cut
             and sentences
-            and not grounding.CITATION.sub("", sentences[-1]).rstrip().endswith((".", "!", "?"))
+            and not without_citations(sentences[-1]).rstrip().endswith((".", "!", "?"))
         ):
             sentences.pop()
         return sentences
