@@ -322,6 +322,17 @@ class Suite:
     def target(self, name: str) -> str:
         return self.supervisor.child(name).url
 
+    def ingest_sample(self, collection: str, *, new: bool = True) -> None:
+        """The packaged sample corpus uploaded into `collection`, made here (`new`: it must
+        not exist yet; else it may, from an earlier module)."""
+        from ragrail.sample import SAMPLE_CORPUS
+
+        reply = self.http.post("/v1/collections", json={"name": collection})
+        assert reply.status_code in ((201,) if new else (201, 409)), reply.text
+        files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
+        reply = self.http.post("/v1/documents", data={"collection": collection}, files=files)
+        assert reply.status_code == 200, reply.text
+
     def restart(self, name: str) -> None:
         """Stops one service with SIGTERM and starts it again, waiting until it serves."""
         child = self.supervisor.child(name)

@@ -16,7 +16,6 @@ import httpx
 import openai
 import pytest
 
-from ragrail.sample import SAMPLE_CORPUS
 from tests.conftest import chat_reply, gateway_process
 from tests.trainers.reader_tiny import train_tiny_reader
 
@@ -36,11 +35,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(suite, models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
-    assert reply.status_code in (201, 409), reply.text
-    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
-    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
-    assert reply.status_code == 200, reply.text
+    suite.ingest_sample(COLLECTION, new=False)
     log = tmp_path_factory.mktemp("gateway") / "gateway.log"
     os.environ["RAGRAIL_MODELS_DIR"] = str(models)
     try:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.chat.grounding import auto_first
 from services.gateway.settings import READER_FIRST_MODELS
 from shared.models.generator_files import packaged_gguf
@@ -62,11 +61,7 @@ def test_the_setting_overrides_the_model() -> None:
 
 @pytest.fixture(scope="module")
 def collection(suite) -> str:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
-    assert reply.status_code in (201, 409), reply.text
-    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
-    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
-    assert reply.status_code == 200, reply.text
+    suite.ingest_sample(COLLECTION, new=False)
     return COLLECTION
 
 

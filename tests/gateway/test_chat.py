@@ -14,7 +14,6 @@ import numpy as np
 import openai
 import pytest
 
-from ragrail.sample import SAMPLE_CORPUS
 from services.gateway.chat.conversation import retrieval_query, turns_of
 from services.gateway.chat.protocol import ChatMessageIn
 from tests.conftest import free_port, gateway_process, grpc_service
@@ -30,11 +29,7 @@ RAW = {"answer_mode": "generative", "evidence_selection": False, "enable_groundi
 
 @pytest.fixture(scope="module")
 def client(suite) -> openai.OpenAI:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
-    assert reply.status_code == 201, reply.text
-    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
-    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
-    assert reply.status_code == 200, reply.text
+    suite.ingest_sample(COLLECTION)
     return openai.OpenAI(base_url=f"{suite.gateway_url}/v1", api_key="unused", max_retries=0)
 
 

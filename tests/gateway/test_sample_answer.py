@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ragrail.sample import SAMPLE_CORPUS, SAMPLE_QUESTION
+from ragrail.sample import SAMPLE_QUESTION
 from shared.models import registry
 from tests.conftest import REPO
 
@@ -32,11 +32,7 @@ def reader() -> registry.Entry:
 
 
 def test_the_sample_question_is_answered_from_the_honeybee_document(suite, reader) -> None:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
-    assert reply.status_code in (201, 409), reply.text
-    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
-    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
-    assert reply.status_code == 200, reply.text
+    suite.ingest_sample(COLLECTION, new=False)
 
     reply = suite.http.post(
         "/v1/chat/completions",

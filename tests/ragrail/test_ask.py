@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from ragrail.sample import SAMPLE_CORPUS
-
 pytestmark = pytest.mark.integration
 RAGRAIL = [sys.executable, "-m", "ragrail.cli"]
 COLLECTION = "ask"
@@ -23,11 +21,7 @@ ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 @pytest.fixture(scope="module")
 def gateway(suite: Any) -> str:  # type: ignore[no-untyped-def]
-    reply = suite.http.post("/v1/collections", json={"name": COLLECTION})
-    assert reply.status_code == 201, reply.text
-    files = [("files", (p.name, p.read_bytes())) for p in sorted(SAMPLE_CORPUS.iterdir())]
-    reply = suite.http.post("/v1/documents", data={"collection": COLLECTION}, files=files)
-    assert reply.status_code == 200, reply.text
+    suite.ingest_sample(COLLECTION)
     return suite.gateway_url
 
 

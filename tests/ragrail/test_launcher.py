@@ -12,17 +12,8 @@ from tests.conftest import stand_in_model
 
 
 @pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)  # no models/reranker/ here
-    # MODELS_DIR too: the session's `suite` fixture, when an earlier test started it, points
-    # it at the suite's own empty directory, which would hide tmp_path/models/reranker.
-    for key in (
-        "RAGRAIL_RERANKER_MODEL",
-        "RAGRAIL_RERANKER_MODELS_DIR",
-        "RAGRAIL_GATEWAY_RERANKER_URL",
-        "RAGRAIL_CONFIG",
-    ):
-        monkeypatch.delenv(key, raising=False)
+def isolated(no_models: None) -> None:
+    """Every test here sees only the models it puts in its tmp_path."""
 
 
 def test_without_a_reranker_model_the_suite_runs_without_reranking(tmp_path: Path) -> None:
