@@ -63,6 +63,15 @@ DECLINE_CUES = (
 )  # fmt: skip
 
 
+def add_row_arguments(p: argparse.ArgumentParser, max_length: int) -> None:
+    """--max-length, --max-train, --max-eval and --seed: how much of the data a recipe reads,
+    and in what order."""
+    p.add_argument("--max-length", type=int, default=max_length, help="tokens per example")
+    p.add_argument("--max-train", type=int, default=0, help="first N train rows (0: all)")
+    p.add_argument("--max-eval", type=int, default=0, help="first N held-out rows (0: all)")
+    p.add_argument("--seed", type=int, default=42)
+
+
 def is_refusal(answer: str) -> bool:
     """Whether an answer declines: refuses, or says the sources do not answer. The cues cover
     the base model's own phrasings ("the sources do not provide..."), not only the trained one,

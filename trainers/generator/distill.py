@@ -29,10 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from trainers.data import loss_summary, seed_everything
-from trainers.generator.data import read_jsonl
+from trainers.generator.data import add_row_arguments, read_jsonl
 from trainers.generator.sft import evaluate
 from trainers.generator.tokens import IGNORE, collate, encode_chat
-from trainers.generator.version import merged_version, new_version_dir, save_version
+from trainers.generator.version import (
+    add_version_arguments,
+    merged_version,
+    new_version_dir,
+    save_version,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -43,9 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--teacher", required=True, help="registry name[/version]")
     p.add_argument("--student", default="", help="registry name[/version] of an hf student")
     p.add_argument("--student-layers", type=int, default=0, help="teacher with N layers kept")
-    p.add_argument("--name", default="smollm2-distilled")
-    p.add_argument("--version", default="v1")
-    p.add_argument("--models-dir", default=None)
+    add_version_arguments(p, "smollm2-distilled", "v1")
     p.add_argument("--alpha", type=float, default=0.5, help="weight of CE on the labels")
     p.add_argument("--beta", type=float, default=0.5, help="weight of the KL term")
     p.add_argument("--temperature", type=float, default=2.0)
@@ -54,12 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--max-length", type=int, default=384)
-    p.add_argument("--max-train", type=int, default=0)
-    p.add_argument("--max-eval", type=int, default=0)
+    add_row_arguments(p, 384)
     p.add_argument("--eval-batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--overwrite", action="store_true")
     return p
 
 

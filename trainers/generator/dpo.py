@@ -29,8 +29,13 @@ from typing import Any
 from shared.models import registry
 from trainers.data import seed_everything
 from trainers.generator import base as base_model
-from trainers.generator.data import read_jsonl
-from trainers.generator.version import merged_version, new_version_dir, save_version
+from trainers.generator.data import add_row_arguments, read_jsonl
+from trainers.generator.version import (
+    add_version_arguments,
+    merged_version,
+    new_version_dir,
+    save_version,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -39,23 +44,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="DPO (trl) of the generator as a LoRA adapter.")
     p.add_argument("--data", type=Path, required=True, help="folder with dpo_train/heldout.jsonl")
     p.add_argument("--base", default=base_model.REF, help="registry name[/version] or ref")
-    p.add_argument("--name", default="smollm2-grounded")
-    p.add_argument("--version", default="v1-dpo")
-    p.add_argument("--models-dir", default=None)
+    add_version_arguments(p, "smollm2-grounded", "v1-dpo")
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max-steps", type=int, default=-1)
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--max-length", type=int, default=384)
-    p.add_argument("--max-train", type=int, default=0)
-    p.add_argument("--max-eval", type=int, default=0)
+    add_row_arguments(p, 384)
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--lora-alpha", type=int, default=32)
     p.add_argument("--target-modules", default="q_proj,k_proj,v_proj,o_proj")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--overwrite", action="store_true")
     return p
 
 

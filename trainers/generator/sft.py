@@ -35,8 +35,9 @@ from typing import Any
 from shared.models import registry
 from trainers.data import library_versions, loss_summary, run_params, seed_everything
 from trainers.generator import base as base_model
-from trainers.generator.data import files_sha256, read_jsonl
+from trainers.generator.data import add_row_arguments, files_sha256, read_jsonl
 from trainers.generator.tokens import IGNORE, collate, encode_chat, pack
+from trainers.generator.version import add_version_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded
 CHECKPOINT = "checkpoint"
@@ -51,10 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="SFT (full or LoRA) of the generator on chat JSONL.")
     p.add_argument("--data", type=Path, required=True, help="folder with train/heldout.jsonl")
     p.add_argument("--base", default=base_model.REF, help="registry ref or model directory")
-    p.add_argument("--name", default="smollm2-grounded")
-    p.add_argument("--version", default="v1")
+    add_version_arguments(p, "smollm2-grounded", "v1", "--out")
     p.add_argument("--out", type=Path, default=None, help="default: the registry version dir")
-    p.add_argument("--models-dir", default=None, help="registry root (default models/)")
     p.add_argument("--method", choices=["lora", "full"], default="lora")
     p.add_argument("--qlora", action="store_true", help="LoRA on a 4-bit NF4 base (GPU only)")
     p.add_argument("--lora-r", type=int, default=16)
@@ -71,10 +70,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-accum", type=int, default=1)
     p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--warmup-ratio", type=float, default=0.05)
-    p.add_argument("--max-length", type=int, default=512)
+    add_row_arguments(p, 512)
     p.add_argument("--pack", action="store_true", help="pack examples into max-length rows")
-    p.add_argument("--max-train", type=int, default=0, help="first N train rows (0: all)")
-    p.add_argument("--max-eval", type=int, default=0, help="first N held-out rows (0: all)")
     p.add_argument("--eval-batch-size", type=int, default=8)
     p.add_argument("--skip-before", action="store_true", help="no held-out eval before training")
     p.add_argument("--save-every", type=int, default=50, help="checkpoint every N steps")
@@ -86,8 +83,6 @@ def parser() -> argparse.ArgumentParser:
         help="end the run after N steps leaving its checkpoint, as an interruption would "
         "(a time-boxed session; --resume finishes it)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     return p
 

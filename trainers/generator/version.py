@@ -28,6 +28,19 @@ def merged_version(ref: str, root: str | None, error_prefix: str = "") -> regist
     return merge(entry, root)
 
 
+def add_version_arguments(
+    p: argparse.ArgumentParser, name: str, version: str, overwritten: str = "the version"
+) -> None:
+    """--name, --version, --models-dir and --overwrite: where a recipe registers its model
+    (what new_version_dir reads); `overwritten` says what --overwrite replaces."""
+    p.add_argument("--name", default=name, help="registry model name")
+    p.add_argument("--version", default=version, help="registry version")
+    p.add_argument("--models-dir", default=None, help="registry root (default models/)")
+    p.add_argument(
+        "--overwrite", action="store_true", help=f"replace a finished model in {overwritten}"
+    )
+
+
 def new_version_dir(args: argparse.Namespace) -> Path:
     """generator/<--name>/<--version> under --models-dir; a finished model there stops the run
     unless --overwrite."""
