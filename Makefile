@@ -87,11 +87,11 @@ compose-down:
 	$(COMPOSE) --profile '*' down
 
 # Two pytest-xdist workers, a test file each at a time (its module fixtures start once);
-# TEST_WORKERS=0 runs the suite in one process.
+# TEST_WORKERS=0 runs the suite in one process. -rxXs names every skip and expected failure.
 TEST_WORKERS ?= 2
 
 test: install pytriton-env infinity-env lint
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -rxXs -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(PY) -m ruff check .
