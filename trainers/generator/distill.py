@@ -29,15 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from trainers.data import loss_summary, seed_everything
+from trainers.generator import version
 from trainers.generator.data import add_row_arguments, read_jsonl
 from trainers.generator.sft import evaluate
 from trainers.generator.tokens import IGNORE, collate, encode_chat
-from trainers.generator.version import (
-    add_version_arguments,
-    merged_version,
-    new_version_dir,
-    save_version,
-)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -48,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--teacher", required=True, help="registry name[/version]")
     p.add_argument("--student", default="", help="registry name[/version] of an hf student")
     p.add_argument("--student-layers", type=int, default=0, help="teacher with N layers kept")
-    add_version_arguments(p, "smollm2-distilled", "v1")
+    version.add_version_arguments(p, "smollm2-distilled", "v1")
     p.add_argument("--alpha", type=float, default=0.5, help="weight of CE on the labels")
     p.add_argument("--beta", type=float, default=0.5, help="weight of the KL term")
     p.add_argument("--temperature", type=float, default=2.0)
@@ -104,12 +99,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     seed_everything(args.seed)
-    teacher_entry = merged_version(args.teacher, args.models_dir)
+    teacher_entry = version.merged_version(args.teacher, args.models_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(teacher_entry.path))
     teacher = AutoModelForCausalLM.from_pretrained(str(teacher_entry.path), dtype=torch.float32)
     teacher.eval().requires_grad_(False)  # frozen: no dropout, no gradients
     if args.student:
-        student_entry = merged_version(args.student, args.models_dir)
+        student_entry = version.merged_version(args.student, args.models_dir)
         student = AutoModelForCausalLM.from_pretrained(str(student_entry.path), dtype=torch.float32)
         student_name = student_entry.ref
     elif args.student_layers:
@@ -180,13 +175,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    out = new_version_dir(args)
+    out = version.new_version_dir(args)
     result = train(args)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     result["student"].save_pretrained(out)
     result["tokenizer"].save_pretrained(out)
-    save_version(
+    version.save_version(
         out,
         args,
         result["metrics"],
