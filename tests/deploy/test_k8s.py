@@ -238,7 +238,6 @@ def test_remote_models_overlay_points_the_model_services_at_model_servers(
     """Generator, embedder and reranker take their RAGRAIL_<SERVICE>_* settings from one
     ConfigMap, every name a field of the service's settings class, and the API key from an
     optional Secret (a server without keys needs none); the gateway reranks through it."""
-    remote_engine_landed()
     docs = list(render_cached(str(k8s_copy), "remote-models"))
     deployments = objects(docs, "Deployment")
     (configmap,) = [
@@ -270,11 +269,3 @@ def test_remote_models_overlay_points_the_model_services_at_model_servers(
     (gateway,) = containers(deployments["gateway"])
     env = {e["name"]: e.get("value") for e in gateway["env"]}
     assert env["RAGRAIL_GATEWAY_RERANKER_URL"] == f"reranker:{DEFAULT_PORTS['reranker'][0]}"
-
-
-def remote_engine_landed() -> None:
-    """Skips until the generator's openai engine exists (issue 27 lands it beside this)."""
-    try:
-        TypeAdapter(GeneratorSettings.model_fields["engine"].annotation).validate_python("openai")
-    except ValueError:
-        pytest.skip("waits on the generator's openai engine (services/generator, issue 27)")
