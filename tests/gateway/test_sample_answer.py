@@ -8,6 +8,7 @@ honeybee document."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -22,12 +23,10 @@ COLLECTION = "sample_answer"
 
 @pytest.fixture(scope="module")
 def reader() -> registry.Entry:
-    # As the suite's gateway looks (from the repository, models/ unset): models/, else
-    # published/.
-    published = registry.published_root()
-    found = registry.entries("reader", root=REPO / "models") or (
-        registry.entries("reader", root=published) if published else []
-    )
+    # Where the suite's gateway looks (ReaderSlot): the registry from the repository, which
+    # falls back to published/ when models/ holds no reader.
+    with contextlib.chdir(REPO):
+        found = registry.entries("reader")
     if not found:
         pytest.skip(
             "no extractive reader in models/reader/ nor published/reader/: the default stack "
